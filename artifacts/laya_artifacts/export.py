@@ -1,0 +1,102 @@
+"""Export a Laya checkpoint to a self-contained FP32 artifact directory.
+
+    model.onnx          the decision graph: 5 inputs -> logits, act_logits; dynamic rows, tokens, options
+    tokenizer.json      the exact Rust tokenizer upstream's HF wrapper runs
+    decode_config.json  budgets, temperatures, special tokens: all the runtime reads besides the graph
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from laya_serverless.session import INPUT_NAMES, OUTPUT_NAMES
+
+OPSET = 17
+GRAPH_FILE = "model.onnx"
+DYNAMIC_AXES = {
+    "input_ids": {0: "rows", 1: "tokens"},
+    "attention_mask": {0: "rows", 1: "tokens"},
+    "marker_pos": {0: "rows", 1: "options"},
+    "marker_mask": {0: "rows", 1: "options"},
+    "qtype": {0: "rows"},
+    "logits": {0: "rows", 1: "options"},
+    "act_logits": {0: "rows"},
+}
+
+
+def load_reference(checkpoint_dir: str | Path) -> tuple[Any, Any, dict[str, Any]]:
+    """Upstream's own loader: (model in FP32 eval mode, HF tokenizer, rl_agent_config)."""
+    from laya.train import load_checkpoint
+
+    model, tok, cfg = load_checkpoint(str(checkpoint_dir))
+    return model.eval(), tok, cfg
+
+
+def decode_config(tok: Any, cfg: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "max_len": int(cfg.get("max_len", 512)),
+        "head_max_len": int(cfg.get("head_max_len", 192)),
+        "temperature": cfg.get("temperature", [1.0, 1.0, 1.0]),
+        "temperature_by_options": cfg.get("temperature_by_options", {}),
+        "n_act": len(cfg.get("act_costs", {})) + 1,
+        "special_tokens": {
+            "cls_id": tok.cls_token_id,
+            "sep_id": tok.sep_token_id,
+            "mask_id": tok.mask_token_id,
+            "pad_id": tok.pad_token_id,
+            "mask_text": tok.mask_token,
+        },
+        "optimized_offline": False,
+    }
+
+
+def _example_inputs(tok: Any) -> tuple[Any, ...]:
+    """A small two-question pass to trace with; every axis is declared dynamic."""
+    import torch
+    from laya.common import build_sequence, collate_items
+
+    questions = [
+        ({"t": "choice", "ins": "which team?", "crit": {"billing": "refunds", "tech": None, "other": ""}}, 0),
+        ({"t": "noul", "ins": "is it urgent?", "crit": None}, 2),
+    ]
+    items = []
+    for q, qtype in questions:
+        ids, markers = build_sequence(tok, "I was charged twice.", q, 64, 32)
+        items.append({"ids": ids, "markers": markers, "qtype": qtype})
+    batch = collate_items([items], tok.pad_token_id)
+    return tuple(torch.as_tensor(batch[name]) for name in INPUT_NAMES)
+
+
+def export_graph(model: Any, tok: Any, graph_path: Path) -> None:
+    import torch
+
+    # Traced with autograd on: under no_grad, nn.TransformerEncoderLayer switches to a fused
+    # kernel (aten::_transformer_encoder_layer_fwd) that has no ONNX form.
+    with warnings.catch_warnings(), torch.enable_grad():
+        # The tracer warns about Python branches it bakes in; the ones in Laya's head are
+        # shape guards whose taken branch is the one every >= 2-column pass takes.
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            model, _example_inputs(tok), str(graph_path), dynamo=False, opset_version=OPSET,
+            input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), dynamic_axes=DYNAMIC_AXES,
+        )
+
+
+def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path) -> Path:
+    """Write an FP32 artifact for `checkpoint_dir` into `out_dir` (created) and return it."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tok, cfg = load_reference(checkpoint_dir)
+    if cfg.get("option_layout", "sequential") != "sequential":
+        raise ValueError("option_layout=%r cannot be exported: the graph takes the sequential layout's "
+                         "five inputs" % cfg.get("option_layout"))
+    export_graph(model, tok, out / GRAPH_FILE)
+    backend = tok.backend_tokenizer
+    backend.no_truncation()
+    backend.no_padding()
+    (out / "tokenizer.json").write_text(backend.to_str(), encoding="utf-8")
+    (out / "decode_config.json").write_text(json.dumps(decode_config(tok, cfg), indent=2) + "\n", encoding="utf-8")
+    return out

@@ -1,0 +1,147 @@
+"""The decider: typed questions about states, answered by one ONNX session run per pass.
+
+    tokenize (state once per request, question side cached) -> rows -> session -> decode -> gate
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
+from .decode_config import DecodeConfig
+from .errors import InferenceError, QuestionError, StateError
+from .gate import Threshold, apply_gate, check_min_confidence
+from .questions import Question, parse_questions
+from .sequence import Row, build_row, encode_state
+from .session import DecisionSession, OnnxDecisionSession, collate
+from .tokenize import TextEncoder
+
+GRAPH_FILE = "model.onnx"
+# Upstream sorts states by length inside windows of this many passes.
+SORT_WINDOW_PASSES = 8
+
+
+def _budget(name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QuestionError("%s must be an integer" % name)
+    if value <= 0:
+        raise QuestionError("%s must be a positive integer" % name)
+    return value
+
+
+class Decider:
+    """Answers `choice`, `score` and `noul` questions about a state with one decision model."""
+
+    def __init__(self, session: DecisionSession, encoder: TextEncoder, config: DecodeConfig) -> None:
+        self.session = session
+        self.encoder = encoder
+        self.config = config
+
+    @classmethod
+    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None) -> Decider:
+        """Open an artifact directory: graph, tokenizer and decode config (verification is the store's job)."""
+        path = Path(artifact_dir)
+        config = DecodeConfig.load(path)
+        encoder = TextEncoder.from_artifact(path)
+        session = OnnxDecisionSession(path / GRAPH_FILE, threads=threads,
+                                      optimized_offline=config.optimized_offline)
+        return cls(session, encoder, config)
+
+    def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,
+                head_max_len: int | None = None, min_confidence: Threshold | None = None) -> dict[str, Any]:
+        """Answer every question about one state, in one session run."""
+        return self.predict_batch([state], questions, max_len=max_len, head_max_len=head_max_len,
+                                  min_confidence=min_confidence)[0]
+
+    def predict_batch(self, states: Sequence[Any], questions: dict[str, Any], batch_size: int | None = None, *,
+                      max_len: int | None = None, head_max_len: int | None = None,
+                      min_confidence: Threshold | None = None,
+                      sort_by_length: bool = False) -> list[dict[str, Any]]:
+        """Answer the same questions about many states, `batch_size` states per session run."""
+        if isinstance(states, str | bytes | dict) or not isinstance(states, Sequence):
+            raise StateError("predict_batch expects a list of states; pass a single state to predict()")
+        if any(state is None for state in states):
+            raise StateError("state must not be None; pass a string, dict, or list")
+        threshold = check_min_confidence(min_confidence) if min_confidence is not None else None
+        width = _budget("max_len", max_len, self.config.max_len)
+        head_width = _budget("head_max_len", head_max_len, self.config.head_max_len)
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)):
+            raise QuestionError("batch_size must be an integer")
+        parsed = parse_questions(questions)
+        if not parsed:
+            results = [{"model": MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+                       for _ in states]
+        else:
+            results = self._answer(list(states), parsed, width, head_width, batch_size, sort_by_length)
+        apply_gate(results, threshold)
+        return results
+
+    def rows_for(self, state: Any, questions: Sequence[Question], max_len: int, head_max_len: int) -> list[Row]:
+        """One state's rows, its text tokenized once for every question."""
+        tokens = encode_state(self.encoder, self.config.special, state)
+        return [build_row(self.encoder, self.config.special, q, tokens, max_len, head_max_len) for q in questions]
+
+    def run_rows(self, rows: Sequence[Row], questions: Sequence[Question]) -> tuple[np.ndarray, np.ndarray]:
+        """Logits and action probabilities for rows of states that share the question list."""
+        types = [q.type_index for q in questions] * (len(rows) // max(1, len(questions)))
+        logits, act_logits = self.session.run(collate(rows, types, self.config.special.pad_id))
+        if not (np.all(np.isfinite(logits)) and np.all(np.isfinite(act_logits))):
+            raise InferenceError("the model returned non-finite values")
+        return logits, softmax_rows(act_logits)
+
+    def _answer(self, states: list[Any], questions: list[Question], max_len: int, head_max_len: int,
+                batch_size: int | None, sort_by_length: bool) -> list[dict[str, Any]]:
+        chunk = batch_size if batch_size and batch_size > 0 else len(states)
+        reorder = sort_by_length and 1 < chunk < len(states)
+        window = chunk * SORT_WINDOW_PASSES if reorder else chunk
+        results: list[dict[str, Any]] = []
+        for start in range(0, len(states), window):
+            encoded = [self.rows_for(s, questions, max_len, head_max_len) for s in states[start:start + window]]
+            order = list(range(len(encoded)))
+            if reorder:
+                order.sort(key=lambda i: max(len(r.ids) for r in encoded[i]))
+            window_results: list[dict[str, Any]] = [{}] * len(encoded)
+            for offset in range(0, len(order), chunk):
+                indices = order[offset:offset + chunk]
+                rows = [row for i in indices for row in encoded[i]]
+                logits, act = self.run_rows(rows, questions)
+                for n, i in enumerate(indices):
+                    first = n * len(questions)
+                    window_results[i] = self._result(encoded[i], questions, logits[first:], act[first:])
+            results.extend(window_results)
+        return results
+
+    def _result(self, rows: list[Row], questions: list[Question], logits: np.ndarray,
+                act: np.ndarray) -> dict[str, Any]:
+        answers = {}
+        for j, (row, question) in enumerate(zip(rows, questions, strict=True)):
+            k = len(row.markers)
+            temperature = temperature_for(self.config, question.type_index, k)
+            p = option_probabilities(logits[j, :k], temperature, question.option_order)
+            answers[question.qid] = build_answer(question, p, float(act[j, 0]))
+        return {"model": MODEL_NAME, "answers": answers, "usage": _usage(rows, questions)}
+
+
+def _usage(rows: list[Row], questions: list[Question]) -> dict[str, Any]:
+    dropped = max(r.state_tokens - r.state_tokens_used for r in rows)
+    usage: dict[str, Any] = {
+        "input_tokens": sum(len(r.ids) for r in rows),
+        "output_tokens": 0,
+        "state_tokens": rows[0].state_tokens,
+        "state_tokens_dropped": dropped,
+        "truncated": dropped > 0,
+        "truncated_questions": [q.qid for q, r in zip(questions, rows, strict=True) if r.state_truncated],
+    }
+    collapsed = {
+        q.qid: {"total": q.n_options, "distinct": r.options_distinct, "tokens_per_option": r.tokens_per_option}
+        for q, r in zip(questions, rows, strict=True) if r.options_distinct < q.n_options
+    }
+    if collapsed:
+        usage["options"] = collapsed
+    return usage

@@ -1,0 +1,85 @@
+"""The model call: collate rows into the graph's inputs and run one ONNX Runtime session.
+
+`DecisionSession` is the seam: the decider needs only `run(feeds) -> (logits, act_logits)`, so
+tests can hand it a fake, and a CUDA or other provider is a different session, not a new decider.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from .errors import ArtifactError, InferenceError
+from .sequence import Row
+
+INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
+OUTPUT_NAMES = ("logits", "act_logits")
+# The exported graph takes top-2 of the option probabilities, so every pass needs at least two
+# marker columns; the extra masked column does not change any result.
+MIN_OPTION_COLUMNS = 2
+
+Feeds = dict[str, np.ndarray]
+
+
+class DecisionSession(Protocol):
+    def run(self, feeds: Feeds) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def collate(rows: Sequence[Row], type_indices: Sequence[int], pad_id: int) -> Feeds:
+    """Pad rows to the longest one in the pass and lay out the five graph inputs."""
+    n = len(rows)
+    width = max(len(r.ids) for r in rows)
+    columns = max(MIN_OPTION_COLUMNS, max(len(r.markers) for r in rows))
+    input_ids = np.full((n, width), pad_id, dtype=np.int64)
+    attention = np.zeros((n, width), dtype=np.int64)
+    marker_pos = np.zeros((n, columns), dtype=np.int64)
+    marker_mask = np.zeros((n, columns), dtype=bool)
+    for i, row in enumerate(rows):
+        input_ids[i, : len(row.ids)] = row.ids
+        attention[i, : len(row.ids)] = 1
+        marker_pos[i, : len(row.markers)] = row.markers
+        marker_mask[i, : len(row.markers)] = True
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "marker_pos": marker_pos,
+        "marker_mask": marker_mask,
+        "qtype": np.asarray(type_indices, dtype=np.int64),
+    }
+
+
+class OnnxDecisionSession:
+    """An ONNX Runtime CPU session over an exported decision graph."""
+
+    def __init__(self, graph_path: Path, threads: int | None = None, optimized_offline: bool = False) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        # A graph optimized when the artifact was built is run as is: optimizing it again would
+        # only spend cold-start time. A raw export gets ORT's full optimization here.
+        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized_offline
+                                            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        if threads:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+        if not Path(graph_path).is_file():
+            raise ArtifactError("model graph %s is missing" % graph_path)
+        try:
+            self._session = ort.InferenceSession(str(graph_path), sess_options=options,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
+        names = {i.name for i in self._session.get_inputs()}
+        if names != set(INPUT_NAMES):
+            raise ArtifactError("model graph %s takes inputs %s, expected %s"
+                                % (graph_path, sorted(names), sorted(INPUT_NAMES)))
+
+    def run(self, feeds: Feeds) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            logits, act_logits = self._session.run(list(OUTPUT_NAMES), feeds)
+        except Exception as exc:
+            raise InferenceError("the model session failed: %s" % exc) from exc
+        return np.asarray(logits), np.asarray(act_logits)

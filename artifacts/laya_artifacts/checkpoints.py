@@ -128,7 +128,7 @@ def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
         source = minilm_dir()
         tok = AutoTokenizer.from_pretrained(source)
         encoder = AutoModel.from_pretrained(source, attn_implementation="sdpa")
-        return encoder, tok, _rl_config("sentence-transformers/all-MiniLM-L6-v2", 256, 96, 2)
+        return encoder, tok, _rl_config("sentence-transformers/all-MiniLM-L6-v2", 128, 64, 2)
     tok = _bpe_tokenizer()
     if kind == "tiny-modernbert":
         encoder = _modernbert_encoder(
@@ -145,27 +145,67 @@ def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
     raise ValueError("unknown checkpoint kind %r; choose one of %s" % (kind, ", ".join(KINDS)))
 
 
-def _spread_option_logits(model: Any, tok: Any, target_std: float = 1.5) -> None:
-    """Scale the random scorer so option logits spread like a trained head's.
+_PROBE_STATES = [
+    "I was charged twice for one order.",
+    {"ticket": "The app crashes when I log in", "priority": 2, "tags": ["mobile", "login"]},
+    [{"role": "user", "content": "hi"}, {"role": "agent", "content": "hello"}, {"role": "user", "content": "refund?"}],
+    "Bonjour, je voudrais annuler mon abonnement. Merci 😀",
+    "buy cheap pills now limited offer",
+]
+_PROBE_QUESTIONS = [
+    {"t": "choice", "ins": "which team should handle this?",
+     "crit": {"billing": "refunds and charges", "tech": "bugs", "sales": None, "other": ""}},
+    {"t": "choice", "ins": "what is the sentiment?", "crit": {"positive": None, "neutral": None, "negative": None}},
+    {"t": "choice", "ins": "language", "crit": {str(i): "option %d" % i for i in range(8)}},
+    {"t": "score", "ins": "how urgent is it?", "crit": ["low", "medium", "high", "critical"]},
+    {"t": "score", "ins": "rate the message", "crit": [str(i) for i in range(1, 6)]},
+    {"t": "noul", "ins": "is it spam?", "crit": None},
+]
 
-    A freshly initialised scorer answers every question with logits within ~0.01 of each
-    other, so every answer would be a near tie and a parity test could not tell a swapped
-    option from a correct one. One probe question fixes the scale, deterministically.
+
+def _discriminative_scorer(model: Any, tok: Any, target_std: float = 1.5) -> None:
+    """Point the random scorer at what tells options apart, at a trained head's logit scale.
+
+    A freshly initialised scorer answers every question with logits within ~0.01 of each other,
+    so every answer would be a near tie and a parity test could not tell a swapped option from
+    a correct one. Scaling it up is not enough: rows differ from each other far more than options
+    within a row do, so the shared part of each row's logits grew to ~100, where PyTorch FP32
+    itself sits 2e-4 from a float64 forward. Here the scorer's weight is the top principal
+    direction of the within-row differences between option features, with the directions rows
+    differ along projected out; scaled to `target_std` within rows and centred, held-out rows
+    stay within a few units, as trained heads do. Deterministic: fixed probes, no sampling.
     """
+    import numpy as np
     import torch
-    from laya.common import build_sequence, collate_items
+    from laya.common import QTYPES, build_sequence, collate_items
 
-    probe = {"t": "choice", "ins": "which team should handle this?",
-             "crit": {"billing": "refunds and charges", "tech": "bugs", "sales": None, "other": ""}}
-    ids, markers = build_sequence(tok, "I was charged twice for one order.", probe, 128, 64)
-    batch = collate_items([[{"ids": ids, "markers": markers, "qtype": 0}]], tok.pad_token_id)
+    items = []
+    for state in _PROBE_STATES:
+        for q in _PROBE_QUESTIONS:
+            ids, markers = build_sequence(tok, state, q, 128, 64, truncate_left=isinstance(state, list))
+            items.append({"ids": ids, "markers": markers, "qtype": QTYPES[q["t"]]})
+    batch = collate_items([items], tok.pad_token_id)
+    captured: dict[str, Any] = {}
+    last = model.scorer[-1]
+    hook = last.register_forward_hook(lambda _m, inputs, _o: captured.__setitem__("features", inputs[0]))
     with torch.no_grad():
-        logits, _ = model(batch["input_ids"], batch["attention_mask"], batch["marker_pos"],
-                          batch["marker_mask"], batch["qtype"])
-        spread = float(logits.std(-1).mean())
-        last = model.scorer[-1]
-        last.weight.mul_(target_std / max(spread, 1e-6))
-        last.bias.zero_()
+        model(batch["input_ids"], batch["attention_mask"], batch["marker_pos"], batch["marker_mask"], batch["qtype"])
+    hook.remove()
+    features = captured["features"].double().numpy()
+    rows = [features[r, : len(item["markers"])] for r, item in enumerate(items)]
+    within = np.concatenate([f - f.mean(0) for f in rows])
+    means = np.stack([f.mean(0) for f in rows])
+    _, _, across = np.linalg.svd(means - means.mean(0), full_matrices=False)
+    keep = np.eye(within.shape[1]) - across[: len(rows) - 1].T @ across[: len(rows) - 1]
+    _, _, top = np.linalg.svd(within @ keep, full_matrices=False)
+    weight = keep @ top[0]
+    weight *= np.sign(weight[np.argmax(np.abs(weight))])  # SVD leaves the sign free
+    logits = [f @ weight for f in rows]
+    weight *= target_std / float(np.mean([row.std() for row in logits]))
+    offset = float(np.mean(np.concatenate([f @ weight for f in rows])))
+    with torch.no_grad():
+        last.weight.copy_(torch.as_tensor(weight, dtype=last.weight.dtype)[None, :])
+        last.bias.fill_(-offset)
 
 
 def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int = 0,
@@ -185,7 +225,7 @@ def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int = 0,
     say("building %s encoder" % kind)
     encoder, tok, cfg = _build(kind)
     model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1).eval()
-    _spread_option_logits(model, tok)
+    _discriminative_scorer(model, tok)
     say("writing %s checkpoint to %s" % (kind, out))
     save_checkpoint(model, tok, cfg, str(out))
     (out / "laya_serverless_source.json").write_text(json.dumps({"kind": kind, "seed": seed}) + "\n")

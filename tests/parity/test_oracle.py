@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from laya_serverless import Decider, QuestionError
 from laya_serverless.decode import option_probabilities, softmax_rows, temperature_for
 from laya_serverless.questions import parse_questions

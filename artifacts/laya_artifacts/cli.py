@@ -3,29 +3,137 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-
-TARGETS = ("cpu-fp32",)
 
 
 def _progress(message: str) -> None:
     print("[laya-artifacts] %s" % message, file=sys.stderr, flush=True)
 
 
-def _build(args: argparse.Namespace) -> int:
-    from .export import export_checkpoint
+def _fail(message: str) -> int:
+    _progress("error: %s" % message)
+    return 2
 
-    checkpoint = Path(args.checkpoint)
-    if not (checkpoint / "rl_agent_config.json").is_file():
-        _progress("error: %s is not a Laya checkpoint directory (no rl_agent_config.json)" % checkpoint)
-        return 2
+
+def resolve_checkpoint(reference: str, revision: str | None) -> tuple[Path, str, str | None]:
+    """(local directory, name, revision): a local checkpoint as is, else a Hugging Face id downloaded."""
+    local = Path(reference)
+    if local.is_dir():
+        if not (local / "rl_agent_config.json").is_file():
+            raise FileNotFoundError("%s is not a Laya checkpoint directory (no rl_agent_config.json)" % local)
+        return local, local.resolve().name, revision
+    if reference.startswith((".", "/", "~")) or reference.count("/") > 2:
+        raise FileNotFoundError("local checkpoint %s does not exist" % reference)
+    from huggingface_hub import snapshot_download
+
+    parts = reference.split("/")
+    repo, subfolder = "/".join(parts[:2]), "/".join(parts[2:]) or None
+    prefix = subfolder + "/" if subfolder else ""
+    patterns = [prefix + p for p in ("rl_agent_config.json", "model.safetensors", "tokenizer/*", "encoder/*")]
+    _progress("downloading %s at revision %s" % (reference, revision or "main"))
+    path = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
+    return (path / subfolder if subfolder else path), reference, path.name
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .build import GateFailed, build_artifact
+
+    try:
+        checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
+    except Exception as exc:  # offline hub lookups fail in many ways; say which and stop
+        return _fail("cannot resolve checkpoint %s: %s" % (args.checkpoint, exc))
+    default_out = Path(".cache") / "artifacts" / ("%s-%s" % (name.replace("/", "--"), args.target))
+    out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
-    _progress("exporting %s to ONNX (%s) into %s" % (checkpoint, args.target, args.out))
-    out = export_checkpoint(checkpoint, args.out)
-    _progress("done in %.1f s: %s" % (time.perf_counter() - started, out))
+    try:
+        artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
+                                     goldens_path=args.goldens, progress=_progress)
+    except GateFailed as exc:
+        return _fail(str(exc))
+    except FileExistsError as exc:
+        return _fail(str(exc))
+    _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
+    if args.publish:
+        from laya_serverless.store import open_store
+
+        from .publish import publish
+
+        publish(artifact, open_store(args.store), _progress)
+    return 0
+
+
+def _goldens(args: argparse.Namespace) -> int:
+    from .goldens import record_goldens, write_goldens
+
+    checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
+    path = write_goldens(record_goldens(checkpoint, args.name or name, revision), Path(args.out))
+    _progress("wrote %s" % path)
+    return 0
+
+
+def _parity(args: argparse.Namespace) -> int:
+    from laya_serverless.decode_config import DecodeConfig
+
+    from .goldens import load_goldens
+    from .parity import run_gate
+
+    DecodeConfig.load(Path(args.artifact))  # a clear error for a directory that is not an artifact
+    report = run_gate(Path(args.artifact), load_goldens(Path(args.goldens)), args.target)
+    print(report.table())
+    return 0 if report.passed else 1
+
+
+def _publish(args: argparse.Namespace) -> int:
+    from laya_serverless.store import open_store
+
+    from .publish import publish
+
+    print(publish(Path(args.artifact), open_store(args.store), _progress))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from laya_serverless.fetch import fetch_artifact, published_id
+    from laya_serverless.manifest import verify_artifact
+    from laya_serverless.store import open_store
+
+    if args.checkpoint:
+        store = open_store(args.store)
+        artifact_id = published_id(store, args.checkpoint, args.target)
+        path, _ = fetch_artifact(store, artifact_id, Path(args.cache_dir))
+        print("verified %s/%s -> %s (%s)" % (args.checkpoint, args.target, artifact_id, path))
+    else:
+        manifest = verify_artifact(Path(args.store))
+        print("verified %s: %d files" % (args.store, len(manifest.files)))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from laya_serverless.store import open_store
+
+    store = open_store(args.store)
+    for key in store.list("pointers/"):
+        found = store.read(key)
+        if found:
+            record = json.loads(found[0])
+            print("%s\t%s\t%s" % (record["checkpoint"], record["target"], record["artifact"]))
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from laya_serverless.store import open_store
+
+    from .goldens import load_goldens
+    from .publish import import_artifact
+
+    artifact_id, _ = import_artifact(open_store(args.source), args.checkpoint, args.target,
+                                     load_goldens(Path(args.goldens)), open_store(args.store),
+                                     Path(args.cache_dir), _progress)
+    print(artifact_id)
     return 0
 
 
@@ -37,15 +145,56 @@ def _make_checkpoint(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from laya_serverless.fetch import DEFAULT_CACHE_DIR
+    from laya_serverless.store import DEFAULT_LOCAL_STORE
+
+    from .build import TARGETS
     from .checkpoints import KINDS
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
-    build = commands.add_parser("build", help="export a checkpoint to a serving artifact")
-    build.add_argument("checkpoint", help="a local checkpoint directory in the upstream Laya layout")
-    build.add_argument("--target", choices=TARGETS, default="cpu-fp32")
-    build.add_argument("--out", required=True, help="artifact directory to write")
+    build = commands.add_parser("build", help="export, quantize, gate and describe one artifact")
+    build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
+    build.add_argument("--revision", help="Hugging Face revision (commit SHA) to pin")
+    build.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
+    build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")
+    build.add_argument("--goldens", help="golden file to gate against (default: record them now with upstream)")
+    build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
+    build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.set_defaults(run=_build)
+    goldens = commands.add_parser("goldens", help="record golden rows with upstream laya (PyTorch FP32)")
+    goldens.add_argument("checkpoint")
+    goldens.add_argument("--revision")
+    goldens.add_argument("--name")
+    goldens.add_argument("--out", required=True, help="directory for goldens.json")
+    goldens.set_defaults(run=_goldens)
+    parity = commands.add_parser("parity", help="gate an artifact against golden rows")
+    parity.add_argument("artifact")
+    parity.add_argument("--goldens", required=True)
+    parity.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    parity.set_defaults(run=_parity)
+    pub = commands.add_parser("publish", help="publish a built artifact to a store")
+    pub.add_argument("artifact")
+    pub.add_argument("--store", default=DEFAULT_LOCAL_STORE)
+    pub.set_defaults(run=_publish)
+    verify = commands.add_parser("verify", help="verify an artifact directory, or a published one")
+    verify.add_argument("store", help="an artifact directory, or a store with --checkpoint")
+    verify.add_argument("--checkpoint")
+    verify.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    verify.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
+    verify.set_defaults(run=_verify)
+    listing = commands.add_parser("list", help="list published (checkpoint, target, artifact)")
+    listing.add_argument("--store", default=DEFAULT_LOCAL_STORE)
+    listing.set_defaults(run=_list)
+    imp = commands.add_parser("import", help="fetch an artifact built elsewhere, re-gate it here, publish it")
+    imp.add_argument("source", help="store URI to import from")
+    imp.add_argument("--checkpoint", required=True)
+    imp.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    imp.add_argument("--goldens", required=True)
+    imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
+    imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
+    imp.set_defaults(run=_import)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
     make.add_argument("kind", choices=KINDS)
     make.add_argument("--out", required=True)
@@ -55,8 +204,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from laya_serverless.errors import ArtifactError
+
     args = parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except (ArtifactError, FileNotFoundError) as exc:
+        return _fail(str(exc))
 
 
 if __name__ == "__main__":

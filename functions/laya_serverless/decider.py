@@ -14,10 +14,13 @@ import numpy as np
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
 from .decode_config import DecodeConfig
 from .errors import InferenceError, QuestionError, StateError
+from .fetch import DEFAULT_CACHE_DIR, fetch_artifact, published_id
 from .gate import Threshold, apply_gate, check_min_confidence
+from .manifest import verify_artifact
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
 from .session import DecisionSession, OnnxDecisionSession, collate
+from .store import open_store
 from .tokenize import TextEncoder
 
 GRAPH_FILE = "model.onnx"
@@ -44,14 +47,29 @@ class Decider:
         self.config = config
 
     @classmethod
-    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None) -> Decider:
-        """Open an artifact directory: graph, tokenizer and decode config (verification is the store's job)."""
+    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True) -> Decider:
+        """Open an artifact directory: graph, tokenizer and decode config.
+
+        With `verify` (the default) the manifest and the hash of every file are checked first,
+        before any byte is parsed; `verify=False` opens an unpublished export (tests, benchmarks).
+        """
         path = Path(artifact_dir)
+        if verify:
+            verify_artifact(path)
         config = DecodeConfig.load(path)
         encoder = TextEncoder.from_artifact(path)
         session = OnnxDecisionSession(path / GRAPH_FILE, threads=threads,
                                       optimized_offline=config.optimized_offline)
         return cls(session, encoder, config)
+
+    @classmethod
+    def from_store(cls, uri: str | Path, checkpoint: str, target: str = "cpu-int8", *,
+                   cache_dir: str | Path = DEFAULT_CACHE_DIR, threads: int | None = None,
+                   s3_client: Any = None) -> Decider:
+        """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
+        store = open_store(uri, s3_client=s3_client)
+        artifact_dir, _ = fetch_artifact(store, published_id(store, checkpoint, target), Path(cache_dir))
+        return cls.from_artifact(artifact_dir, threads=threads, verify=False)  # fetch verified every file
 
     def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,
                 head_max_len: int | None = None, min_confidence: Threshold | None = None) -> dict[str, Any]:

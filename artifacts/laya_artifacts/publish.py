@@ -1,0 +1,69 @@
+"""Publish a gated artifact to a store, and import one built elsewhere after re-gating it here.
+
+Publishing uploads every file under `artifacts/<id>/` (the id is the sha256 of manifest.json),
+reads each back and checks its hash, writes the manifest last, and only then moves the pointer
+of (checkpoint, target) by compare-and-swap: a concurrent publish makes this one fail loudly
+rather than interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from laya_serverless.errors import ArtifactError
+from laya_serverless.fetch import fetch_artifact, published_id
+from laya_serverless.manifest import MANIFEST_FILE, sha256_file, verify_artifact, verify_file
+from laya_serverless.store import ObjectStore, artifact_key, pointer_key
+
+from .parity import GateReport, run_gate
+
+
+def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expected: dict[str, Any]) -> None:
+    store.upload(key, source)
+    with tempfile.TemporaryDirectory(prefix="laya-publish-") as scratch:
+        echo = Path(scratch) / "echo"
+        store.download(key, echo)
+        verify_file(echo, name, expected)
+
+
+def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], None] = lambda _m: None) -> str:
+    """Upload a verified artifact and point (checkpoint, target) at it; returns the artifact id."""
+    manifest = verify_artifact(Path(artifact_dir))
+    manifest_bytes = (Path(artifact_dir) / MANIFEST_FILE).read_bytes()
+    artifact_id = sha256_file(Path(artifact_dir) / MANIFEST_FILE)
+    checkpoint, target = manifest.checkpoint["name"], manifest.target
+    pointer = pointer_key(checkpoint, target)
+    before = store.read(pointer)  # read first: the swap below succeeds only if nobody moved it meanwhile
+    if store.read(artifact_key(artifact_id, MANIFEST_FILE)) is None:
+        for name, expected in sorted(manifest.files.items()):
+            progress("uploading %s (%d bytes)" % (name, expected["bytes"]))
+            _upload_verified(store, artifact_key(artifact_id, name), Path(artifact_dir) / name, name, expected)
+        if not store.create(artifact_key(artifact_id, MANIFEST_FILE), manifest_bytes):
+            progress("artifact %s was completed by another publisher" % artifact_id)
+    else:
+        progress("artifact %s is already in %s" % (artifact_id, store.uri))
+    record = json.dumps({"artifact": artifact_id, "checkpoint": checkpoint, "target": target,
+                         "revision": manifest.revision}, sort_keys=True).encode()
+    if not store.swap(pointer, record, before[1] if before else None):
+        raise ArtifactError("the pointer %s moved while publishing %s; another publish won, nothing was overwritten"
+                            % (pointer, artifact_id))
+    progress("published %s/%s -> %s in %s" % (checkpoint, target, artifact_id, store.uri))
+    return artifact_id
+
+
+def import_artifact(source: ObjectStore, checkpoint: str, target: str, goldens: dict[str, Any],
+                    destination: ObjectStore, cache_dir: Path,
+                    progress: Callable[[str], None] = lambda _m: None) -> tuple[str, GateReport]:
+    """Fetch (checkpoint, target) from `source`, re-run the gate on this machine, publish to `destination`."""
+    artifact_id = published_id(source, checkpoint, target)
+    progress("fetching %s from %s" % (artifact_id, source.uri))
+    artifact_dir, manifest = fetch_artifact(source, artifact_id, cache_dir)
+    report = run_gate(artifact_dir, goldens, manifest.target)
+    progress(report.table())
+    if not report.passed:
+        raise ArtifactError("artifact %s fails the parity gate on this machine; it was not imported" % artifact_id)
+    return publish(artifact_dir, destination, progress), report

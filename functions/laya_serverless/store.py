@@ -1,0 +1,202 @@
+"""Object storage for artifacts: a local folder (the embedded default) or `s3://bucket/prefix`.
+
+Layout under the root:
+
+    artifacts/<artifact id>/<file>            immutable; the id is the sha256 of manifest.json
+    pointers/<checkpoint>/<target>.json       names the published artifact; moved by compare-and-swap
+
+Writes are create-only or compare-and-swap, so two publishers can never interleave a pointer.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import ArtifactError
+
+DEFAULT_LOCAL_STORE = ".laya-store"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def artifact_key(artifact_id: str, name: str) -> str:
+    return "artifacts/%s/%s" % (artifact_id, name)
+
+
+def pointer_key(checkpoint: str, target: str) -> str:
+    """Checkpoint names may be hub ids (`owner/name`); keys keep them one path segment."""
+    return "pointers/%s/%s.json" % (_SAFE.sub("--", checkpoint), _SAFE.sub("--", target))
+
+
+class ObjectStore(Protocol):
+    uri: str
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        """The object and its version tag, or None when there is none."""
+
+    def download(self, key: str, destination: Path) -> None: ...
+
+    def create(self, key: str, data: bytes) -> bool:
+        """Write only if absent; False when the key already exists."""
+
+    def upload(self, key: str, source: Path) -> None: ...
+
+    def swap(self, key: str, data: bytes, expected_version: str | None) -> bool:
+        """Write if the current version is `expected_version` (None: if absent); False otherwise."""
+
+    def list(self, prefix: str) -> list[str]: ...
+
+
+class LocalStore:
+    """A folder. Writes go through a temporary file and a rename; pointer swaps hold a file lock."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self.uri = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _write(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        path = self._path(key)
+        if not path.is_file():
+            return None
+        data = path.read_bytes()
+        return data, hashlib.sha256(data).hexdigest()
+
+    def download(self, key: str, destination: Path) -> None:
+        path = self._path(key)
+        if not path.is_file():
+            raise ArtifactError("%s has no object %s" % (self.uri, key))
+        destination.write_bytes(path.read_bytes())
+
+    def create(self, key: str, data: bytes) -> bool:
+        with self._locked():
+            if self._path(key).exists():
+                return False
+            self._write(key, data)
+            return True
+
+    def upload(self, key: str, source: Path) -> None:
+        self._write(key, Path(source).read_bytes())
+
+    def swap(self, key: str, data: bytes, expected_version: str | None) -> bool:
+        with self._locked():
+            current = self.read(key)
+            if (current[1] if current else None) != expected_version:
+                return False
+            self._write(key, data)
+            return True
+
+    def list(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        if not base.exists():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                      if p.is_file() and not p.name.startswith(".tmp-"))
+
+
+class S3Store:
+    """`s3://bucket/prefix` through an injected boto3 S3 client; S3 conditional writes do the locking."""
+
+    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
+        self.bucket, self.prefix, self.client = bucket, prefix.strip("/"), client
+        self.uri = "s3://%s/%s" % (bucket, self.prefix)
+
+    def _key(self, key: str) -> str:
+        return "%s/%s" % (self.prefix, key) if self.prefix else key
+
+    @staticmethod
+    def _code(error: Exception) -> str:
+        return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            if self._code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise ArtifactError("cannot read %s/%s: %s" % (self.uri, key, exc)) from exc
+        return response["Body"].read(), response["ETag"]
+
+    def download(self, key: str, destination: Path) -> None:
+        try:
+            self.client.download_file(self.bucket, self._key(key), str(destination))
+        except Exception as exc:
+            raise ArtifactError("cannot download %s/%s: %s" % (self.uri, key, exc)) from exc
+
+    def create(self, key: str, data: bytes) -> bool:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+        except Exception as exc:
+            if self._code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return False
+            raise ArtifactError("cannot write %s/%s: %s" % (self.uri, key, exc)) from exc
+        return True
+
+    def upload(self, key: str, source: Path) -> None:
+        try:
+            self.client.upload_file(str(source), self.bucket, self._key(key))
+        except Exception as exc:
+            raise ArtifactError("cannot upload %s to %s/%s: %s" % (source, self.uri, key, exc)) from exc
+
+    def swap(self, key: str, data: bytes, expected_version: str | None) -> bool:
+        if expected_version is None:
+            return self.create(key, data)
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=expected_version)
+        except Exception as exc:
+            if self._code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+                return False
+            raise ArtifactError("cannot write %s/%s: %s" % (self.uri, key, exc)) from exc
+        return True
+
+    def list(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+            keys.extend(item["Key"][strip:] for item in page.get("Contents", []))
+        return sorted(keys)
+
+
+def open_store(uri: str | Path, s3_client: Any = None) -> ObjectStore:
+    """`s3://bucket/prefix` (boto3's default client unless one is given) or a local folder path."""
+    text = str(uri)
+    if text.startswith("s3://"):
+        bucket, _, prefix = text[len("s3://"):].partition("/")
+        if not bucket:
+            raise ArtifactError("store URI %r names no bucket" % text)
+        if s3_client is None:
+            import boto3
+
+            s3_client = boto3.client("s3")
+        return S3Store(bucket, prefix, s3_client)
+    if "://" in text:
+        raise ArtifactError("store URI %r: use s3://bucket/prefix or a local folder" % text)
+    return LocalStore(text)

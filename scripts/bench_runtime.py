@@ -1,0 +1,181 @@
+"""Benchmark our runtime against upstream laya, in one run, reported as ratios.
+
+    python scripts/bench_runtime.py [--checkpoints modernbert-base,minilm] [--rounds 3] [--quick]
+
+Every measurement runs in a fresh child process, one contender at a time (a neighbour process
+would steal cores), and rounds rotate the contender order so drift hits every contender alike:
+
+- cold: wall time from spawning the process to its first answer (imports, load, one predict);
+- warm: p50/p90 per call for 1 and 8 questions on a ~12-token and a ~400-token state;
+- peak RSS of the process after all of that.
+
+Contenders: ours (ONNX Runtime, FP32 artifact), upstream `laya.Agent` (PyTorch FP32, the
+reference) and upstream `ONNXAgent` on the same graph. Checkpoints and artifacts are built once
+into .cache/bench/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "bench"
+MAX_LEN = 512  # every contender gets the same budget, whatever the checkpoint's default
+SHORT_STATE = "I was charged twice for my order, please refund me."
+LONG_STATE = ("The customer writes that the invoice for March shows two identical charges, that support did "
+              "not answer three emails, that the mobile app logs them out after every update, and that they "
+              "are considering moving to a competitor unless this is resolved this week. ") * 7
+QUESTION_POOL = [
+    ("team", {"type": "choice", "instructions": "Which team should handle this?",
+              "criteria": {"billing": "payments and refunds", "tech": "bugs and outages", "other": ""}}),
+    ("urgency", {"type": "score", "instructions": "How urgent is it?", "criteria": ["low", "medium", "high"]}),
+    ("churn", {"type": "noul", "instructions": "Is the customer about to leave?"}),
+    ("sentiment", {"type": "choice", "instructions": "Sentiment", "criteria": ["positive", "neutral", "negative"]}),
+    ("refund", {"type": "noul", "instructions": "Does the customer ask for a refund?"}),
+    ("severity", {"type": "score", "instructions": "Severity", "criteria": ["minor", "major", "critical", "blocker"]}),
+    ("channel", {"type": "choice", "instructions": "Best reply channel", "criteria": ["email", "phone", "chat"]}),
+    ("human", {"type": "noul", "instructions": "Does this need a human agent?"}),
+]
+SCENARIOS = {  # name: (state, number of questions, warm iterations)
+    "1q-short": (SHORT_STATE, 1, 30),
+    "8q-short": (SHORT_STATE, 8, 15),
+    "1q-long": (LONG_STATE, 1, 10),
+    "8q-long": (LONG_STATE, 8, 4),
+}
+CONTENDERS = ("ours-fp32", "laya-torch", "laya-onnx")
+REFERENCE = "laya-torch"
+
+
+def _questions(n: int) -> dict[str, Any]:
+    return dict(QUESTION_POOL[:n])
+
+
+def _loader(contender: str, checkpoint: str, artifact: str) -> Any:
+    if contender == "ours-fp32":
+        from laya_serverless import Decider
+
+        decider = Decider.from_artifact(artifact, verify=False)
+        return lambda state, questions: decider.predict(state, questions, max_len=MAX_LEN)
+    if contender == "laya-torch":
+        import laya
+
+        agent = laya.Agent(checkpoint, device="cpu")
+        return lambda state, questions: agent.predict(state, questions, max_len=MAX_LEN)
+    if contender == "laya-onnx":
+        from laya.onnx_agent import ONNXAgent
+
+        onnx_agent = ONNXAgent(checkpoint, onnx_path=str(Path(artifact) / "model.onnx"))
+        return lambda state, questions: onnx_agent.system_one(state, questions, max_len=MAX_LEN)
+    raise ValueError(contender)
+
+
+def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
+    """Runs in a fresh process: first answer, warm loops, then report as one JSON line."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    predict = _loader(contender, checkpoint, artifact)
+    predict(SHORT_STATE, _questions(1))
+    first_answer_at = time.time()
+    warm: dict[str, list[float]] = {}
+    for name, (state, n, iterations) in SCENARIOS.items():
+        questions = _questions(n)
+        predict(state, questions)  # one untimed call per shape
+        timings = []
+        for _ in range(max(2, iterations // 3) if quick else iterations):
+            started = time.perf_counter()
+            predict(state, questions)
+            timings.append((time.perf_counter() - started) * 1000)
+        warm[name] = timings
+    # VmHWM belongs to this address space; ru_maxrss would carry the parent's peak across exec.
+    status = Path("/proc/self/status").read_text()
+    rss_mb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+    print(json.dumps({"first_answer_at": first_answer_at, "warm_ms": warm, "peak_rss_mb": rss_mb}))
+
+
+def _ensure_built(kind: str) -> tuple[Path, Path]:
+    from laya_artifacts.checkpoints import make_checkpoint
+    from laya_artifacts.export import export_checkpoint
+
+    checkpoint, artifact = CACHE / kind / "checkpoint", CACHE / kind / "artifact-cpu-fp32"
+    if not (checkpoint / "rl_agent_config.json").is_file():
+        make_checkpoint(kind, checkpoint, progress=lambda m: print("  " + m, file=sys.stderr))
+    if not (artifact / "decode_config.json").is_file():
+        print("  exporting %s" % kind, file=sys.stderr)
+        export_checkpoint(checkpoint, artifact)
+    return checkpoint, artifact
+
+
+def _run_child(contender: str, checkpoint: Path, artifact: Path, quick: bool) -> dict[str, Any]:
+    spawned = time.time()
+    command = [sys.executable, __file__, "--child", contender, str(checkpoint), str(artifact)]
+    done = subprocess.run(command + (["--quick"] if quick else []), capture_output=True, text=True, check=True)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report["cold_ms"] = (report.pop("first_answer_at") - spawned) * 1000
+    return report
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _table(kind: str, reports: dict[str, list[dict[str, Any]]]) -> str:
+    rows = []
+    summary: dict[str, dict[str, float]] = {}
+    for contender, runs in reports.items():
+        figures = {"cold_ms": statistics.median(r["cold_ms"] for r in runs),
+                   "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs)}
+        for scenario in SCENARIOS:
+            timings = [t for r in runs for t in r["warm_ms"][scenario]]
+            figures[scenario + " p50"] = _percentile(timings, 0.5)
+            figures[scenario + " p90"] = _percentile(timings, 0.9)
+        summary[contender] = figures
+    metrics = list(next(iter(summary.values())))
+    header = "| %s | metric | " % kind + " | ".join("%s" % c for c in summary) + " | " + " | ".join(
+        "%s / %s" % (c, REFERENCE) for c in summary if c != REFERENCE) + " |"
+    rows.append(header)
+    rows.append("|" + "---|" * (2 + len(summary) * 2 - 1))
+    for metric in metrics:
+        ref = summary[REFERENCE][metric]
+        values = " | ".join("%.1f" % summary[c][metric] for c in summary)
+        ratios = " | ".join("%.2f" % (summary[c][metric] / ref) for c in summary if c != REFERENCE)
+        rows.append("| | %s | %s | %s |" % (metric, values, ratios))
+    return "\n".join(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoints", default="modernbert-base,minilm")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="fewer warm iterations (a smoke run)")
+    parser.add_argument("--child", nargs=3, metavar=("CONTENDER", "CHECKPOINT", "ARTIFACT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child, quick=args.quick)
+        return 0
+    contenders = args.contenders.split(",")
+    for kind in args.checkpoints.split(","):
+        print("building %s (cached)" % kind, file=sys.stderr)
+        checkpoint, artifact = _ensure_built(kind)
+        reports: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+        for round_index in range(args.rounds):
+            order = contenders[round_index % len(contenders):] + contenders[: round_index % len(contenders)]
+            for contender in order:
+                print("  round %d/%d: %s" % (round_index + 1, args.rounds, contender), file=sys.stderr, flush=True)
+                reports[contender].append(_run_child(contender, checkpoint, artifact, args.quick))
+        print(_table(kind, reports), flush=True)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

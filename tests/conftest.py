@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parent.parent
+GOLDENS = ROOT / "goldens"
+
 
 def _build(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[Path, Path]:
     from laya_artifacts.checkpoints import make_checkpoint
@@ -13,17 +16,28 @@ def _build(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[Path, P
 
     root = tmp_path_factory.mktemp(kind)
     checkpoint = make_checkpoint(kind, root / "checkpoint", seed=0)
-    artifact = export_checkpoint(checkpoint, root / "artifact-cpu-fp32")
+    artifact = export_checkpoint(checkpoint, root / "export-fp32")
     return checkpoint, artifact
 
 
 @pytest.fixture(scope="session")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(checkpoint dir, FP32 artifact dir) of the pretrained MiniLM encoder with a seeded head."""
+    """(checkpoint dir, raw FP32 export) of the pretrained MiniLM encoder with a seeded head."""
     return _build(tmp_path_factory, "minilm")
 
 
 @pytest.fixture(scope="session")
 def tiny_modernbert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(checkpoint dir, FP32 artifact dir) of a tiny random ModernBERT with a byte-level BPE tokenizer."""
+    """(checkpoint dir, raw FP32 export) of a tiny random ModernBERT with a byte-level BPE tokenizer."""
     return _build(tmp_path_factory, "tiny-modernbert")
+
+
+@pytest.fixture(scope="session")
+def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[Path, Path]) -> Path:
+    """A gated, manifested cpu-int8 artifact of the tiny ModernBERT, against the committed goldens."""
+    from laya_artifacts.build import build_artifact
+
+    out = tmp_path_factory.mktemp("tiny-int8") / "artifact"
+    build_artifact(tiny_modernbert[0], "cpu-int8", out, name="tiny-modernbert",
+                   goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
+    return out

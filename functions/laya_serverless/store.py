@@ -171,7 +171,8 @@ class S3Store:
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=expected_version)
         except Exception as exc:
-            if self._code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+            # If-Match on a key that does not exist answers NoSuchKey: the precondition failed too.
+            if self._code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409", "NoSuchKey"):
                 return False
             raise ArtifactError("cannot write %s/%s: %s" % (self.uri, key, exc)) from exc
         return True

@@ -9,9 +9,9 @@ would steal cores), and rounds rotate the contender order so drift hits every co
 - warm: p50/p90 per call for 1 and 8 questions on a ~12-token and a ~400-token state;
 - peak RSS of the process after all of that.
 
-Contenders: ours (ONNX Runtime, FP32 artifact), upstream `laya.Agent` (PyTorch FP32, the
-reference) and upstream `ONNXAgent` on the same graph. Checkpoints and artifacts are built once
-into .cache/bench/.
+Contenders: ours on the FP32 and the gated int8 artifact, ours cold from the store (fetch into an
+empty cache and verify, then load), upstream `laya.Agent` (PyTorch FP32, the reference) and
+upstream `ONNXAgent` on our FP32 graph. Checkpoints and artifacts are built once into .cache/bench/.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ SCENARIOS = {  # name: (state, number of questions, warm iterations)
     "1q-long": (LONG_STATE, 1, 10),
     "8q-long": (LONG_STATE, 8, 4),
 }
-CONTENDERS = ("ours-fp32", "laya-torch", "laya-onnx")
+CONTENDERS = ("ours-fp32", "ours-int8", "ours-int8-store", "laya-torch", "laya-onnx")
 REFERENCE = "laya-torch"
 
 
@@ -58,10 +58,18 @@ def _questions(n: int) -> dict[str, Any]:
 
 
 def _loader(contender: str, checkpoint: str, artifact: str) -> Any:
-    if contender == "ours-fp32":
+    if contender.startswith("ours"):
+        import tempfile
+
         from laya_serverless import Decider
 
-        decider = Decider.from_artifact(artifact, verify=False)
+        if contender == "ours-fp32":
+            decider = Decider.from_artifact(artifact, verify=False)
+        elif contender == "ours-int8":
+            decider = Decider.from_artifact(Path(artifact).parent / "artifact-cpu-int8")
+        else:
+            store, name = Path(artifact).parent / "store", Path(artifact).parent.name
+            decider = Decider.from_store(store, name, "cpu-int8", cache_dir=Path(tempfile.mkdtemp()))
         return lambda state, questions: decider.predict(state, questions, max_len=MAX_LEN)
     if contender == "laya-torch":
         import laya
@@ -100,17 +108,33 @@ def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
     print(json.dumps({"first_answer_at": first_answer_at, "warm_ms": warm, "peak_rss_mb": rss_mb}))
 
 
-def _ensure_built(kind: str) -> tuple[Path, Path]:
+def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
+    """(checkpoint, raw FP32 export, whether a gated int8 artifact exists and is published)."""
+    from laya_artifacts.build import GateFailed, build_artifact
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.export import export_checkpoint
+    from laya_artifacts.publish import publish
+    from laya_serverless.store import LocalStore
 
-    checkpoint, artifact = CACHE / kind / "checkpoint", CACHE / kind / "artifact-cpu-fp32"
+    def say(message: str) -> None:
+        print("  " + message, file=sys.stderr)
+
+    checkpoint, artifact, int8 = (CACHE / kind / "checkpoint", CACHE / kind / "artifact-cpu-fp32",
+                                  CACHE / kind / "artifact-cpu-int8")
     if not (checkpoint / "rl_agent_config.json").is_file():
-        make_checkpoint(kind, checkpoint, progress=lambda m: print("  " + m, file=sys.stderr))
+        make_checkpoint(kind, checkpoint, progress=say)
     if not (artifact / "decode_config.json").is_file():
-        print("  exporting %s" % kind, file=sys.stderr)
+        say("exporting %s" % kind)
         export_checkpoint(checkpoint, artifact)
-    return checkpoint, artifact
+    if not (int8 / "parity_report.json").is_file():
+        try:
+            build_artifact(checkpoint, "cpu-int8", int8, name=kind, progress=say)
+        except GateFailed as failed:
+            say("no int8 artifact: %s" % failed)
+    if not (int8 / "manifest.json").is_file():
+        return checkpoint, artifact, False
+    publish(int8, LocalStore(CACHE / kind / "store"))
+    return checkpoint, artifact, True
 
 
 def _run_child(contender: str, checkpoint: Path, artifact: Path, quick: bool) -> dict[str, Any]:
@@ -165,14 +189,24 @@ def main() -> int:
     contenders = args.contenders.split(",")
     for kind in args.checkpoints.split(","):
         print("building %s (cached)" % kind, file=sys.stderr)
-        checkpoint, artifact = _ensure_built(kind)
-        reports: dict[str, list[dict[str, Any]]] = {c: [] for c in contenders}
+        checkpoint, artifact, has_int8 = _ensure_built(kind)
+        present = [c for c in contenders if has_int8 or "int8" not in c]
+        reports: dict[str, list[dict[str, Any]]] = {c: [] for c in present}
         for round_index in range(args.rounds):
-            order = contenders[round_index % len(contenders):] + contenders[: round_index % len(contenders)]
+            order = present[round_index % len(present):] + present[: round_index % len(present)]
             for contender in order:
                 print("  round %d/%d: %s" % (round_index + 1, args.rounds, contender), file=sys.stderr, flush=True)
                 reports[contender].append(_run_child(contender, checkpoint, artifact, args.quick))
         print(_table(kind, reports), flush=True)
+        int8_report = CACHE / kind / "artifact-cpu-int8" / "parity_report.json"
+        if int8_report.is_file():
+            gate = json.loads(int8_report.read_text())
+            print("\nint8 gate for %s: %s, max |dp| %.4f, max |d act| %.4f; recipe attempts: %s" % (
+                kind, "passed" if gate["passed"] else "failed", gate["max_probability_error"], gate["max_action_error"],
+                ", ".join("%s %.4f" % (a["recipe"], a["max_probability_error"]) for a in gate["recipe_attempts"])))
+            fp32_mb = (artifact / "model.onnx").stat().st_size / 1e6
+            int8_mb = (CACHE / kind / "artifact-cpu-int8" / "model.onnx").stat().st_size / 1e6
+            print("graph sizes: fp32 %.1f MB, int8 %.1f MB" % (fp32_mb, int8_mb))
         print()
     return 0
 

@@ -1,7 +1,9 @@
-"""Build the local MiniLM checkpoint and its FP32 artifact (cached under .cache/), then answer the README example.
+"""The embedded default, end to end: build the local MiniLM checkpoint, build and gate its cpu-int8
+artifact, publish it to the local store (.laya-store), then load it from the store (verified) and
+answer the README example.
 
-The head of this checkpoint is random (a seeded stand-in until the trained demo checkpoint
-lands), so the answers show the wire shape, not sensible decisions.
+The decision head of this checkpoint is random (a seeded stand-in until the trained demo
+checkpoint lands), so the answers show the wire shape and the pipeline, not sensible decisions.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
+STORE = ROOT / ".laya-store"
+CHECKPOINT_NAME, TARGET = "minilm", "cpu-int8"
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}
 EXAMPLE_QUESTIONS = {
@@ -29,24 +33,32 @@ def say(message: str) -> None:
     print("[quickstart] %s" % message, file=sys.stderr, flush=True)
 
 
-def main() -> int:
+def ensure_published() -> None:
+    from laya_artifacts.build import build_artifact
     from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.export import export_checkpoint
+    from laya_artifacts.publish import publish
+    from laya_serverless.store import LocalStore, pointer_key
 
-    checkpoint = CACHE / "checkpoints" / "minilm"
-    artifact = CACHE / "artifacts" / "minilm-cpu-fp32"
+    store = LocalStore(STORE)
+    if store.read(pointer_key(CHECKPOINT_NAME, TARGET)) is not None:
+        say("%s/%s is already published in %s" % (CHECKPOINT_NAME, TARGET, STORE))
+        return
+    checkpoint = CACHE / "checkpoints" / CHECKPOINT_NAME
     if not (checkpoint / "rl_agent_config.json").is_file():
-        make_checkpoint("minilm", checkpoint, progress=say)
-    if not (artifact / "decode_config.json").is_file():
-        say("exporting the checkpoint to ONNX")
-        export_checkpoint(checkpoint, artifact)
+        make_checkpoint(CHECKPOINT_NAME, checkpoint, progress=say)
+    artifact = CACHE / "artifacts" / ("%s-%s-%d" % (CHECKPOINT_NAME, TARGET, time.time()))
+    build_artifact(checkpoint, TARGET, artifact, name=CHECKPOINT_NAME, progress=say)
+    publish(artifact, store, say)
 
+
+def main() -> int:
+    ensure_published()
     from laya_serverless import Decider
 
     started = time.perf_counter()
-    decider = Decider.from_artifact(artifact)
+    decider = Decider.from_store(STORE, CHECKPOINT_NAME, TARGET, cache_dir=CACHE / "serving")
     result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
-    say("answered in %.0f ms (session load included)" % ((time.perf_counter() - started) * 1000))
+    say("loaded from the store (verified) and answered in %.0f ms" % ((time.perf_counter() - started) * 1000))
     print(json.dumps(result, ensure_ascii=False, indent=2))
     return 0
 

@@ -23,3 +23,12 @@ class ArtifactError(LayaError):
 
 class InferenceError(LayaError):
     """The model session failed or returned something unusable (for example a non-finite value)."""
+
+
+class RequestError(LayaError):
+    """A request refused before inference, with the protocol's status and `detail` text."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail

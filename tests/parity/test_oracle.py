@@ -261,6 +261,7 @@ def end_to_end(oracle: Oracle) -> dict[str, Any]:
 
 
 def test_model_outputs_match_within_fp32_tolerance(end_to_end: dict[str, Any]) -> None:
+    print("rows %(rows)d, max |dp| %(worst_p).3g, max |d act_probability| %(worst_act).3g" % end_to_end)
     assert end_to_end["rows"] > 500
     assert end_to_end["worst_p"] <= FP32_TOLERANCE, end_to_end["worst_p"]
     assert end_to_end["worst_act"] <= FP32_TOLERANCE, end_to_end["worst_act"]

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,7 +94,7 @@ class LocalStore:
         path = self._path(key)
         if not path.is_file():
             raise ArtifactError("%s has no object %s" % (self.uri, key))
-        destination.write_bytes(path.read_bytes())
+        shutil.copyfile(path, destination)  # streams: graphs can be hundreds of MB
 
     def create(self, key: str, data: bytes) -> bool:
         with self._locked():
@@ -103,7 +104,12 @@ class LocalStore:
             return True
 
     def upload(self, key: str, source: Path) -> None:
-        self._write(key, Path(source).read_bytes())
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        os.close(fd)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
 
     def swap(self, key: str, data: bytes, expected_version: str | None) -> bool:
         with self._locked():

@@ -1,0 +1,220 @@
+"""The Jev wire protocol over HTTP (FastAPI): `GET /health`, `POST /v1/systemone`, `POST /v1/systemone/batch`.
+
+Each decision request runs the protocol's order (§3.2, §4.2): auth, admission, body (size, time,
+JSON), shape and limits, hook refusal, surrogates, `model`, budgets, language hints,
+`min_confidence`, then routing and inference behind one gate. Refusals are `RequestError`s and
+caller mistakes found during inference are `ValueError`s (422); both map to `{"detail": ...}` here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.responses import JSONResponse
+
+from . import limits
+from .decider import Decider
+from .errors import RequestError
+from .jev import strict_projection, with_jev_confidence
+from .routing import Detector, Registry, resolve_model_field, route
+from .settings import Settings
+
+_log = logging.getLogger("laya_serverless")
+_SURROGATE_DETAIL = "request body contains an unpaired surrogate escape; those cannot be encoded as UTF-8"
+
+
+class _Deployment:
+    """The deployed deciders and how a route decision lands on one of them."""
+
+    def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str) -> None:
+        self.deciders, self.registry = dict(deciders), registry
+        self.default = registry.resolve(default)
+        if self.default not in self.deciders:
+            raise ValueError("the default checkpoint %r is not deployed (deployed: %s)"
+                             % (self.default, sorted(self.deciders)))
+
+    def decide(self, state: Any, questions: Any, detect: Detector, model: str | None,
+               controls: dict[str, Any], auto_task: bool) -> tuple[Decider, dict[str, Any]]:
+        decision = route(self.registry, state, questions, detect, model=model, task=controls.get("task"),
+                         lang=controls.get("lang"), lang_guess=controls.get("lang_guess"), auto_task=auto_task)
+        key = decision["model"]
+        if key not in self.deciders:
+            if model is not None or controls.get("task") is not None:
+                raise ValueError("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(self.deciders)))
+            # Detection and hints never pick an absent checkpoint: the default answers, and says so.
+            decision = dict(decision, model=self.default, repo=self.registry.sources[self.default],
+                            reason="%s; %r is not deployed, so the default %r answers"
+                            % (decision["reason"], key, self.default))
+        return self.deciders[decision["model"]], decision
+
+
+def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector,
+               registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None) -> FastAPI:
+    registry = registry or Registry()
+    deployment = _Deployment(deciders, registry, settings.default_model)
+    hidden = settings.api_key is not None
+    app = FastAPI(title="laya-serverless", root_path=settings.root_path, docs_url=None if hidden else "/docs",
+                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
+    expected = ("Bearer %s" % settings.api_key).encode("utf-8", "surrogateescape") if hidden else b""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laya-infer")
+    state: dict[str, Any] = {"gate": None, "admission": None}
+
+    def authorized(header: str | None) -> bool:
+        return not hidden or hmac.compare_digest((header or "").encode("utf-8", "surrogateescape"), expected)
+
+    @app.exception_handler(RequestError)
+    async def _refused(_request: Request, exc: RequestError) -> JSONResponse:
+        headers = {"Retry-After": "1"} if exc.status == 503 else None
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=headers)
+
+    async def read_json(request: Request) -> Any:
+        declared = request.headers.get("content-length")
+        if declared and declared.strip().isdigit() and int(declared) > limits.MAX_BODY_BYTES:
+            raise RequestError(413, "request body too large")
+
+        async def collect() -> bytes:
+            chunks, total = [], 0
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > limits.MAX_BODY_BYTES:
+                    raise RequestError(413, "request body too large")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            raw = await asyncio.wait_for(collect(), timeout=settings.body_read_timeout)
+        except TimeoutError:
+            raise RequestError(408, "request body was not received in time") from None
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise RequestError(400, "request body must be valid JSON") from None
+
+    def controls_of(body: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        """Steps 9-13 of §3.2, shared by both routes (after their shape, limit and hook checks)."""
+        if limits.has_lone_surrogate(body):
+            raise RequestError(400, _SURROGATE_DETAIL)
+        model = resolve_model_field(body.get("model"), registry)
+        controls: dict[str, Any] = {
+            "max_len": limits.budget_param(body, "max_len", settings.max_token_budget),
+            "head_max_len": limits.budget_param(body, "head_max_len", settings.max_token_budget),
+            "task": body.get("task"),
+            "lang": limits.language_param(body, "lang"),
+            "lang_guess": limits.language_param(body, "lang_guess"),
+            "min_confidence": limits.min_confidence_param(body),
+        }
+        return model, controls
+
+    async def infer(model: str | None, run: Callable[[], Any]) -> tuple[Any, float]:
+        if state["gate"] is None:
+            state["gate"] = asyncio.Lock()
+        async with state["gate"]:
+            started = time.perf_counter()
+            try:
+                result = await asyncio.get_running_loop().run_in_executor(pool, run)
+            except RequestError:
+                raise
+            except ValueError as exc:
+                raise RequestError(422, str(exc)) from None
+            except Exception:  # never leak paths, weights or tracebacks to a client
+                _log.exception("inference failed for model=%s", str(model).replace("\n", "\\n").replace("\r", "\\r"))
+                raise RequestError(500, "inference failed") from None
+            return result, (time.perf_counter() - started) * 1000.0
+
+    def shaped(result: dict[str, Any]) -> dict[str, Any]:
+        return strict_projection(result) if settings.jev_strict else with_jev_confidence(result)
+
+    def timed(content: Any, elapsed_ms: float) -> JSONResponse:
+        stamp = "%.2f" % elapsed_ms
+        return JSONResponse(content, headers={"Server-Timing": "inference;dur=" + stamp, "X-Inference-Time-Ms": stamp})
+
+    async def admitted(request: Request, authorization: str | None, handle: Callable[[Request], Any]) -> Any:
+        if not authorized(authorization):
+            raise RequestError(401, "invalid or missing bearer token")
+        if state["admission"] is None:
+            state["admission"] = asyncio.Semaphore(settings.max_concurrent)
+        if state["admission"].locked():
+            raise RequestError(503, "server busy, try again later")
+        async with state["admission"]:
+            return await handle(request)
+
+    def predict_one(body: dict[str, Any], model: str | None, controls: dict[str, Any]) -> dict[str, Any]:
+        decider, decision = deployment.decide(body["state"], body["questions"], detect, model, controls,
+                                              settings.auto_task)
+        result = decider.predict(body["state"], body["questions"], max_len=controls["max_len"],
+                                 head_max_len=controls["head_max_len"], min_confidence=controls["min_confidence"])
+        return {**result, "routing": decision}
+
+    async def systemone_body(request: Request) -> JSONResponse:
+        body = await read_json(request)
+        if not isinstance(body, dict) or "questions" not in body:
+            raise RequestError(400, "request body must be an object with a 'questions' field")
+        limits.check_request_limits(body.get("state"), body["questions"])
+        limits.refuse_hooks(body)
+        model, controls = controls_of(body)
+        result, elapsed = await infer(model, lambda: predict_one(body, model, controls))
+        return timed(shaped(result), elapsed)
+
+    def predict_many(body: dict[str, Any], model: str | None, controls: dict[str, Any],
+                     batch_size: int | None, sort_by_length: bool) -> list[dict[str, Any]]:
+        states, questions = body["states"], body["questions"]
+        groups: dict[str, list[int]] = {}
+        decisions = []
+        for i, one in enumerate(states):
+            decider, decision = deployment.decide(one, questions, detect, model, controls, settings.auto_task)
+            decisions.append(decision)
+            groups.setdefault(decision["model"], []).append(i)
+        results: list[dict[str, Any]] = [{}] * len(states)
+        for key, indices in groups.items():
+            answered = deployment.deciders[key].predict_batch(
+                [states[i] for i in indices], questions, batch_size, max_len=controls["max_len"],
+                head_max_len=controls["head_max_len"], min_confidence=controls["min_confidence"],
+                sort_by_length=sort_by_length)
+            for i, result in zip(indices, answered, strict=True):
+                results[i] = {**result, "routing": decisions[i]}
+        return results
+
+    async def batch_body(request: Request) -> JSONResponse:
+        body = await read_json(request)
+        if not isinstance(body, dict) or "questions" not in body or "states" not in body:
+            raise RequestError(400, "request body must be an object with 'states' and 'questions' fields")
+        limits.check_batch_limits(body["states"], body["questions"])
+        limits.refuse_hooks(body)
+        limits.refuse_out_parameters(body)
+        model, controls = controls_of(body)
+        caller = limits.batch_size_param(body)
+        sort_by_length = bool(limits.sort_by_length_param(body))
+        planned = limits.planned_batch_size(len(body["states"]), len(body["questions"]), body.get("max_len"),
+                                            settings.max_batch_tokens)
+        batch_size = limits.effective_batch_size(caller, planned)
+        results, elapsed = await infer(model, lambda: predict_many(body, model, controls, batch_size, sort_by_length))
+        total = {"input_tokens": sum(r["usage"]["input_tokens"] for r in results),
+                 "output_tokens": sum(r["usage"]["output_tokens"] for r in results)}
+        return timed({"results": [shaped(r) for r in results], "total_usage": total}, elapsed)
+
+    @app.get("/health")
+    def health(authorization: str | None = Header(default=None)) -> dict[str, Any]:
+        if not authorized(authorization):
+            return {"status": "ok"}
+        names = list(deployment.deciders)
+        return {"status": "ok", "loaded": names, "revisions": {n: (revisions or {}).get(n) for n in names},
+                "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
+                "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+
+    @app.post("/v1/systemone")
+    async def systemone(request: Request, authorization: str | None = Header(default=None)) -> Any:
+        return await admitted(request, authorization, systemone_body)
+
+    @app.post("/v1/systemone/batch")
+    async def systemone_batch(request: Request, authorization: str | None = Header(default=None)) -> Any:
+        return await admitted(request, authorization, batch_body)
+
+    return app

@@ -1,0 +1,125 @@
+"""Configuration, read once at the edge from an environment mapping (protocol §11 plus the deployment's own).
+
+Upstream reads `LAYA_JEV_STRICT`, `LAYA_MAX_TOKEN_BUDGET` and `LAYA_MAX_BATCH_TOKENS` on every
+request; a Lambda function's environment cannot change while it runs, so here they are read once
+with the rest. Names are constants, shared with the CDK app.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET
+
+API_KEY = "LAYA_API_KEY"
+ROOT_PATH = "LAYA_ROOT_PATH"
+MAX_CONCURRENT = "LAYA_MAX_CONCURRENT"
+BODY_READ_TIMEOUT = "LAYA_BODY_READ_TIMEOUT"
+MAX_TOKEN_BUDGET = "LAYA_MAX_TOKEN_BUDGET"
+MAX_BATCH_TOKENS = "LAYA_MAX_BATCH_TOKENS"
+JEV_STRICT = "LAYA_JEV_STRICT"
+AUTO_TASK = "LAYA_AUTO_TASK"
+DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
+THREADS = "LAYA_THREADS"
+HOST, PORT = "LAYA_HOST", "LAYA_PORT"
+# The deployment's own: where artifacts live and which checkpoints are served.
+STORE = "LAYA_STORE"
+DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g. "english=minilm"
+TARGET = "LAYA_TARGET"
+CACHE_DIR = "LAYA_CACHE_DIR"
+
+
+class SettingsError(ValueError):
+    """A variable is set to something that cannot be used; the message names it and its value."""
+
+
+def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    value = environ.get(name)
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    """Upstream's lenient rule for these: anything that is not a positive integer means the default."""
+    try:
+        value = int(environ.get(name, "").strip())
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def _deployed(text: str) -> dict[str, str]:
+    deployed: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, stored = part.partition("=")
+        if not name.strip():
+            raise SettingsError("invalid %s %r: each entry is NAME or NAME=STORED_CHECKPOINT" % (DEPLOYED, text))
+        deployed[name.strip().lower()] = (stored or name).strip()
+    return deployed
+
+
+@dataclass(frozen=True)
+class Settings:
+    api_key: str | None = None
+    root_path: str = ""
+    max_concurrent: int = 16
+    body_read_timeout: float = 10.0
+    max_token_budget: int = DEFAULT_MAX_TOKEN_BUDGET
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
+    jev_strict: bool = False
+    auto_task: bool = False
+    default_model: str = "multilingual"
+    threads: int | None = None
+    host: str = "0.0.0.0"
+    port: int = 8000
+    store: str = ".laya-store"
+    deployed: dict[str, str] = field(default_factory=lambda: {"english": "minilm"})
+    target: str = "cpu-int8"
+    cache_dir: str | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        timeout_text = env.get(BODY_READ_TIMEOUT, "").strip()
+        try:
+            timeout = float(timeout_text) if timeout_text else 10.0
+        except ValueError:
+            timeout = 10.0
+        if not (0 < timeout < math.inf):
+            timeout = 10.0
+        port_text = env.get(PORT, "").strip()
+        if port_text:
+            try:
+                port = int(port_text)
+            except ValueError:
+                port = 0
+            if not 1 <= port <= 65535:
+                raise SettingsError("invalid %s %r: must be an integer 1-65535" % (PORT, port_text))
+        else:
+            port = 8000
+        threads = _positive_int(env, THREADS, 0) or None
+        deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "minilm"}
+        default_model = (env.get(DEFAULT_MODEL) or "").strip().lower() or (
+            "multilingual" if "multilingual" in deployed else next(iter(deployed)))
+        return cls(
+            api_key=env.get(API_KEY) or None,
+            root_path=env.get(ROOT_PATH, ""),
+            max_concurrent=_positive_int(env, MAX_CONCURRENT, 16),
+            body_read_timeout=timeout,
+            max_token_budget=_positive_int(env, MAX_TOKEN_BUDGET, DEFAULT_MAX_TOKEN_BUDGET),
+            max_batch_tokens=_positive_int(env, MAX_BATCH_TOKENS, DEFAULT_MAX_BATCH_TOKENS),
+            jev_strict=_bool(env, JEV_STRICT, False),
+            auto_task=_bool(env, AUTO_TASK, False),
+            default_model=default_model,
+            threads=threads,
+            host=env.get(HOST, "").strip() or "0.0.0.0",
+            port=port,
+            store=env.get(STORE, "").strip() or ".laya-store",
+            deployed=deployed,
+            target=env.get(TARGET, "").strip() or "cpu-int8",
+            cache_dir=env.get(CACHE_DIR, "").strip() or None,
+        )

@@ -1,0 +1,159 @@
+"""The HTTP app against upstream `laya.serve.create_app` on the same checkpoint, byte for byte where it matters.
+
+Upstream runs the tiny ModernBERT on PyTorch; we run its FP32 export. Error rows must match in
+status and body exactly; success payloads in key order, with numbers within parity + rounding.
+Detection is upstream's `laya.lang.analyse` here (the runtime's own detector is not ported yet).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from laya_serverless import Decider
+from laya_serverless.app import create_app
+from laya_serverless.routing import Registry
+from laya_serverless.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+QUESTIONS = {
+    "team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "refunds", "tech": None}},
+    "urgency": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "medium", "high"]},
+    "churn": {"type": "noul", "instructions": "Will they leave?"},
+}
+
+
+@pytest.fixture(scope="module")
+def clients(tiny_modernbert: tuple[Path, Path]) -> tuple[TestClient, TestClient]:
+    import laya.serve
+    from laya.lang import analyse
+    from laya.router import Router
+
+    checkpoint, export = tiny_modernbert
+    decider = Decider.from_artifact(export, verify=False)
+    # A deployment's registry names each checkpoint's source, as upstream's Router(models=...) does.
+    registry = Registry({"english": str(checkpoint), "multilingual": str(checkpoint)})
+    ours = create_app({"english": decider, "multilingual": decider}, Settings(), analyse, registry)
+    theirs = laya.serve.create_app(Router(models={"english": str(checkpoint), "multilingual": str(checkpoint)}))
+    return TestClient(ours), TestClient(theirs)
+
+
+BAD_BODIES: list[Any] = [
+    b"not json", b"[1, 2]", b'{"state": "x"}', b'{"questions": {}}', b'{"state": null, "questions": {}}',
+    b'{"state": "x", "questions": []}', json.dumps({"state": "x", "questions": {"q%d" % i: {} for i in range(65)}}),
+    json.dumps({"state": "x" * 50_001, "questions": {}}),
+    json.dumps({"state": "x", "questions": {"s": {"type": "score", "criteria": ["a", None]}}}),
+    json.dumps({"state": "x", "questions": {}, "hooks": [1], "on_predict_start": "f"}),
+    b'{"state": "\\ud800", "questions": {}}', json.dumps({"state": "x", "questions": {}, "model": "org/repo"}),
+    json.dumps({"state": "x", "questions": {}, "max_len": "5"}),
+    json.dumps({"state": "x", "questions": {}, "head_max_len": 9000}),
+    json.dumps({"state": "x", "questions": {}, "lang": 5}),
+    json.dumps({"state": "x", "questions": {}, "min_confidence": 2}),
+    json.dumps({"state": "x", "questions": {"q": {"type": "pick", "instructions": "x"}}}),
+    json.dumps({"state": "x", "questions": {"q": {"type": "noul", "instructions": "x"}}, "task": "nope"}),
+    json.dumps({"state": "x", "questions": {"q": {"type": "choice", "instructions": "x", "criteria": list("abcdefgh")}},
+                "max_len": 12}),
+    b"\xef\xbb\xbf" + json.dumps({"state": "x", "questions": {}}).encode(), b"NaN",
+]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES)
+def test_error_rows_match_upstream_byte_for_byte(clients: tuple[TestClient, TestClient], body: Any) -> None:
+    ours, theirs = (c.post("/v1/systemone", content=body) for c in clients)
+    assert (ours.status_code, ours.content) == (theirs.status_code, theirs.content)
+
+
+@pytest.mark.parametrize("body", [
+    b"{}", json.dumps({"states": [], "questions": {}}), json.dumps({"states": ["a"] * 65, "questions": {}}),
+    json.dumps({"states": ["a", None], "questions": {}}),
+    json.dumps({"states": ["a"], "questions": {}, "diagnostics": {}}),
+    json.dumps({"states": ["a"], "questions": {}, "batch_size": 0}),
+    json.dumps({"states": ["a"], "questions": {}, "sort_by_length": "yes"}),
+])
+def test_batch_error_rows_match_upstream(clients: tuple[TestClient, TestClient], body: Any) -> None:
+    ours, theirs = (c.post("/v1/systemone/batch", content=body) for c in clients)
+    assert (ours.status_code, ours.content) == (theirs.status_code, theirs.content)
+
+
+def _close(ours: Any, theirs: Any, path: str = "") -> None:
+    if isinstance(theirs, dict):
+        assert list(ours) == list(theirs), path
+        for key in theirs:
+            _close(ours[key], theirs[key], path + "/" + key)
+    elif isinstance(theirs, list):
+        assert len(ours) == len(theirs), path
+        for i, (mine, ref) in enumerate(zip(ours, theirs, strict=True)):
+            _close(mine, ref, "%s/%d" % (path, i))
+    elif isinstance(theirs, float) and not isinstance(theirs, bool):
+        assert abs(ours - theirs) <= 3e-4, (path, ours, theirs)
+    else:
+        assert ours == theirs, path
+
+
+@pytest.mark.parametrize("request_body", [
+    {"state": "I was charged twice for my order", "questions": QUESTIONS},
+    {"state": {"ticket": "Bonjour, je voudrais annuler ma commande"}, "questions": QUESTIONS, "min_confidence": 0.5},
+    {"state": ["hi", "the app crashes"], "questions": QUESTIONS, "model": "ML", "lang": "de"},
+    {"state": "x", "questions": {}},
+])
+def test_success_payloads_have_upstreams_shape(clients: tuple[TestClient, TestClient],
+                                               request_body: dict[str, Any]) -> None:
+    ours, theirs = (c.post("/v1/systemone", json=request_body) for c in clients)
+    assert ours.status_code == theirs.status_code == 200
+    _close(ours.json(), theirs.json())
+    assert ours.headers["x-inference-time-ms"] == ours.headers["server-timing"].split("=")[1]
+
+
+def test_batch_payloads_have_upstreams_shape(clients: tuple[TestClient, TestClient]) -> None:
+    body = {"states": ["I was charged twice", {"t": "Hola, necesito ayuda"}, "crash on login"], "questions": QUESTIONS,
+            "batch_size": 2}
+    ours, theirs = (c.post("/v1/systemone/batch", json=body) for c in clients)
+    assert ours.status_code == theirs.status_code == 200
+    _close(ours.json(), theirs.json())
+
+
+def test_health_and_auth(tiny_modernbert: tuple[Path, Path]) -> None:
+    from laya.lang import analyse
+
+    decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
+    client = TestClient(create_app({"multilingual": decider}, Settings(api_key="s3cret é"), analyse))
+    assert client.get("/health").json() == {"status": "ok"}
+    assert client.post("/v1/systemone", json={"state": "x", "questions": {}}).json() == {
+        "detail": "invalid or missing bearer token"}
+    assert client.get("/docs").status_code == 404 and client.get("/openapi.json").status_code == 404
+    open_client = TestClient(create_app({"multilingual": decider}, Settings(api_key="s3cret"), analyse))
+    full = open_client.get("/health", headers={"Authorization": "Bearer s3cret"}).json()
+    assert list(full) == ["status", "loaded", "revisions", "device", "device_is_preference", "checkpoint_devices",
+                          "cpu_fallbacks"]
+    assert open_client.post("/v1/systemone", json={"state": "x", "questions": {}},
+                            headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_strict_mode_projects_answers(tiny_modernbert: tuple[Path, Path]) -> None:
+    from laya.lang import analyse
+
+    decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
+    client = TestClient(create_app({"multilingual": decider}, Settings(jev_strict=True), analyse))
+    payload = client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, "min_confidence": 0.9}).json()
+    assert list(payload) == ["model", "answers", "usage"]
+    assert list(payload["answers"]["team"]) == ["type", "choice", "confidence", "probabilities"]
+    assert list(payload["answers"]["churn"]) == ["type", "noul"]
+
+
+def test_undeployed_checkpoints_are_refused_or_fall_back(tiny_modernbert: tuple[Path, Path]) -> None:
+    from laya.lang import analyse
+
+    decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
+    client = TestClient(create_app({"multilingual": decider}, Settings(), analyse))
+    pinned = client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, "model": "english"})
+    assert pinned.status_code == 422
+    assert pinned.json() == {"detail": "checkpoint 'english' is not deployed here; deployed: ['multilingual']"}
+    routed = client.post("/v1/systemone", json={"state": "Hello there, I need help with my order please",
+                                                "questions": QUESTIONS}).json()["routing"]
+    assert routed["model"] == "multilingual" and routed["reason"].endswith(
+        "'english' is not deployed, so the default 'multilingual' answers")

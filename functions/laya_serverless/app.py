@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from . import limits
 from .decider import Decider
+from .detect import analyse
 from .errors import RequestError
 from .jev import strict_projection, with_jev_confidence
 from .routing import Detector, Registry, resolve_model_field, route
@@ -56,7 +57,7 @@ class _Deployment:
         return self.deciders[decision["model"]], decision
 
 
-def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector,
+def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
                registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None) -> FastAPI:
     registry = registry or Registry()
     deployment = _Deployment(deciders, registry, settings.default_model)

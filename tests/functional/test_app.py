@@ -2,7 +2,7 @@
 
 Upstream runs the tiny ModernBERT on PyTorch; we run its FP32 export. Error rows must match in
 status and body exactly; success payloads in key order, with numbers within parity + rounding.
-Detection is upstream's `laya.lang.analyse` here (the runtime's own detector is not ported yet).
+Routing uses the runtime's own detector; upstream's Router uses its own.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from laya_serverless import Decider
 from laya_serverless.app import create_app
+from laya_serverless.detect import analyse
 from laya_serverless.routing import Registry
 from laya_serverless.settings import Settings
 
@@ -31,7 +32,6 @@ QUESTIONS = {
 @pytest.fixture(scope="module")
 def clients(tiny_modernbert: tuple[Path, Path]) -> tuple[TestClient, TestClient]:
     import laya.serve
-    from laya.lang import analyse
     from laya.router import Router
 
     checkpoint, export = tiny_modernbert
@@ -118,8 +118,6 @@ def test_batch_payloads_have_upstreams_shape(clients: tuple[TestClient, TestClie
 
 
 def test_health_and_auth(tiny_modernbert: tuple[Path, Path]) -> None:
-    from laya.lang import analyse
-
     decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
     client = TestClient(create_app({"multilingual": decider}, Settings(api_key="s3cret é"), analyse))
     assert client.get("/health").json() == {"status": "ok"}
@@ -135,8 +133,6 @@ def test_health_and_auth(tiny_modernbert: tuple[Path, Path]) -> None:
 
 
 def test_strict_mode_projects_answers(tiny_modernbert: tuple[Path, Path]) -> None:
-    from laya.lang import analyse
-
     decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
     client = TestClient(create_app({"multilingual": decider}, Settings(jev_strict=True), analyse))
     payload = client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, "min_confidence": 0.9}).json()
@@ -146,8 +142,6 @@ def test_strict_mode_projects_answers(tiny_modernbert: tuple[Path, Path]) -> Non
 
 
 def test_undeployed_checkpoints_are_refused_or_fall_back(tiny_modernbert: tuple[Path, Path]) -> None:
-    from laya.lang import analyse
-
     decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
     client = TestClient(create_app({"multilingual": decider}, Settings(), analyse))
     pinned = client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, "model": "english"})

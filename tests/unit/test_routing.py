@@ -1,7 +1,7 @@
 """Routing decisions and `model` field resolution, differentially against upstream's Router and serve.
 
-Detection (§7.4) is injected: here upstream's own `laya.lang.analyse` is the detector, so what is
-proven is our precedence, names, aliases and every `reason` text given the same analysis.
+Detection (§7.4) is injected; ours (`laya_serverless.detect.analyse`) is used here while upstream's
+Router runs its own, so the whole decision is compared: precedence, names, aliases, `reason` texts.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from laya_serverless import QuestionError, RequestError
+from laya_serverless.detect import analyse
 from laya_serverless.routing import Registry, english_from_code, match_workflow, resolve_model_field, route
 
 serve = pytest.importorskip("laya.serve")
 router_module = pytest.importorskip("laya.router")
-lang = pytest.importorskip("laya.lang")
 
 STATES = [
     "I was charged twice for my order, please refund me.", "", "12345 !!!", "Bonjour, je voudrais annuler ma commande.",
@@ -44,7 +44,7 @@ def _theirs(default: str, state: Any, questions: Any, controls: dict[str, Any]) 
 
 def _ours(default: str, state: Any, questions: Any, controls: dict[str, Any]) -> Any:
     try:
-        return route(Registry(default=default), state, questions, lang.analyse, **controls)
+        return route(Registry(default=default), state, questions, analyse, **controls)
     except QuestionError as exc:
         return str(exc)
 

@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint
+.PHONY: serve test lint
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,8 +11,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
-## demo: build the local checkpoint and artifact, then answer the README example
-demo: $(BIN)/.installed
+## serve: build, gate and publish the local artifact (once), then serve the API on 127.0.0.1:8000
+serve: $(BIN)/.installed
 	$(BIN)/python scripts/quickstart.py
 
 ## test: lint, then the whole suite (unit, functional, parity against upstream laya)

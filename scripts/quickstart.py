@@ -1,6 +1,6 @@
 """The embedded default, end to end: build the local MiniLM checkpoint, build and gate its cpu-int8
-artifact, publish it to the local store (.laya-store), then load it from the store (verified) and
-answer the README example.
+artifact, publish it to the local store (.laya-store), then serve the Jev protocol from the store
+(verified) on http://127.0.0.1:8000 (`--once` answers the README example in-process instead).
 
 The decision head of this checkpoint is random (a seeded stand-in until the trained demo
 checkpoint lands), so the answers show the wire shape and the pipeline, not sensible decisions.
@@ -53,14 +53,23 @@ def ensure_published() -> None:
 
 def main() -> int:
     ensure_published()
-    from laya_serverless import Decider
+    if "--once" in sys.argv[1:]:
+        from laya_serverless import Decider
 
-    started = time.perf_counter()
-    decider = Decider.from_store(STORE, CHECKPOINT_NAME, TARGET, cache_dir=CACHE / "serving")
-    result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
-    say("loaded from the store (verified) and answered in %.0f ms" % ((time.perf_counter() - started) * 1000))
-    print(json.dumps(result, ensure_ascii=False, indent=2))
-    return 0
+        started = time.perf_counter()
+        decider = Decider.from_store(STORE, CHECKPOINT_NAME, TARGET, cache_dir=CACHE / "serving")
+        result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
+        say("loaded from the store (verified) and answered in %.0f ms" % ((time.perf_counter() - started) * 1000))
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    import os
+
+    from laya_serverless.cli import main as serve
+
+    os.environ.setdefault("LAYA_STORE", str(STORE))
+    os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % CHECKPOINT_NAME)
+    os.environ.setdefault("LAYA_CACHE_DIR", str(CACHE / "serving"))
+    return serve(["serve"])
 
 
 if __name__ == "__main__":

@@ -58,9 +58,12 @@ class _Deployment:
 
 
 def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
-               registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None) -> FastAPI:
+               registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None,
+               unavailable: str | None = None) -> FastAPI:
+    """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
+    every decision route answers 503 with that detail and `/health` reports `ready: false`."""
     registry = registry or Registry()
-    deployment = _Deployment(deciders, registry, settings.default_model)
+    deployment = _Deployment(deciders, registry, settings.default_model) if unavailable is None else None
     hidden = settings.api_key is not None
     app = FastAPI(title="laya-serverless", root_path=settings.root_path, docs_url=None if hidden else "/docs",
                   redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
@@ -140,6 +143,8 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
     async def admitted(request: Request, authorization: str | None, handle: Callable[[Request], Any]) -> Any:
         if not authorized(authorization):
             raise RequestError(401, "invalid or missing bearer token")
+        if unavailable is not None:
+            raise RequestError(503, unavailable)
         if state["admission"] is None:
             state["admission"] = asyncio.Semaphore(settings.max_concurrent)
         if state["admission"].locked():
@@ -148,6 +153,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
             return await handle(request)
 
     def predict_one(body: dict[str, Any], model: str | None, controls: dict[str, Any]) -> dict[str, Any]:
+        assert deployment is not None  # admitted() refuses every request while unavailable
         decider, decision = deployment.decide(body["state"], body["questions"], detect, model, controls,
                                               settings.auto_task)
         result = decider.predict(body["state"], body["questions"], max_len=controls["max_len"],
@@ -166,6 +172,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
 
     def predict_many(body: dict[str, Any], model: str | None, controls: dict[str, Any],
                      batch_size: int | None, sort_by_length: bool) -> list[dict[str, Any]]:
+        assert deployment is not None
         states, questions = body["states"], body["questions"]
         groups: dict[str, list[int]] = {}
         decisions = []
@@ -205,6 +212,8 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
     def health(authorization: str | None = Header(default=None)) -> dict[str, Any]:
         if not authorized(authorization):
             return {"status": "ok"}
+        if deployment is None:
+            return {"status": "ok", "ready": False, "detail": unavailable}
         names = list(deployment.deciders)
         return {"status": "ok", "loaded": names, "revisions": {n: (revisions or {}).get(n) for n in names},
                 "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},

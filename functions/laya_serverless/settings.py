@@ -30,6 +30,7 @@ STORE = "LAYA_STORE"
 DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g. "english=minilm"
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
+API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 
 
 class SettingsError(ValueError):
@@ -80,6 +81,7 @@ class Settings:
     deployed: dict[str, str] = field(default_factory=lambda: {"english": "minilm"})
     target: str = "cpu-int8"
     cache_dir: str | None = None
+    api_base_path: str = "/"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -122,4 +124,5 @@ class Settings:
             deployed=deployed,
             target=env.get(TARGET, "").strip() or "cpu-int8",
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
+            api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
         )

@@ -1,0 +1,109 @@
+"""The real Lambda handler on saved API Gateway events, and the local runners built on it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from laya_artifacts.publish import publish
+from laya_serverless.cli import ApiGatewayFront, lambda_context
+from laya_serverless.cli import main as cli
+from laya_serverless.handler import make_handler
+from laya_serverless.store import LocalStore
+
+pytestmark = pytest.mark.slow
+EVENTS = Path(__file__).resolve().parent.parent / "events"
+
+
+@pytest.fixture(scope="module")
+def environ(tiny_int8: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("deployment")
+    publish(tiny_int8, LocalStore(root / "store"))
+    return {"LAYA_STORE": str(root / "store"), "LAYA_DEPLOYED": "multilingual=tiny-modernbert",
+            "LAYA_CACHE_DIR": str(root / "cache"), "LAYA_API_KEY": "local-test-key", "LAYA_API_BASE_PATH": "/laya"}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def main_thread_loop() -> Any:
+    """Mangum drives the app on the calling thread's event loop; on Lambda that loop lives as long as
+    the process. Here the tests own it, so it is closed rather than left to the garbage collector."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+def _event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def _body(response: dict[str, Any]) -> Any:
+    raw = response["body"]
+    return json.loads(base64.b64decode(raw) if response.get("isBase64Encoded") else raw)
+
+
+def test_http_api_v2_events(environ: dict[str, str]) -> None:
+    handler = make_handler(environ)
+    health = handler(_event("http-api-v2-health.json"), lambda_context())
+    assert health["statusCode"] == 200 and _body(health) == {"status": "ok"}  # no bearer: liveness only
+    answered = handler(_event("http-api-v2-systemone.json"), lambda_context())
+    assert answered["statusCode"] == 200, answered
+    payload = _body(answered)
+    assert list(payload) == ["model", "answers", "usage", "routing"]
+    assert payload["answers"]["team"]["choice"] in ("billing", "tech", "other")
+    assert payload["routing"]["model"] == "multilingual"
+    assert float(answered["headers"]["x-inference-time-ms"]) > 0
+
+
+def test_rest_v1_event_with_base64_body_and_base_path(environ: dict[str, str]) -> None:
+    response = make_handler(environ)(_event("rest-v1-systemone-base64-base-path.json"), lambda_context())
+    assert response["statusCode"] == 200, response
+    assert set(_body(response)["answers"]) == {"team", "churn"}
+
+
+def test_refused_artifacts_answer_503_and_health_says_not_ready(environ: dict[str, str], tmp_path: Path) -> None:
+    handler = make_handler(dict(environ, LAYA_STORE=str(tmp_path / "empty-store")))
+    response = handler(_event("http-api-v2-systemone.json"), lambda_context())
+    assert response["statusCode"] == 503 and response["headers"]["retry-after"] == "1"
+    assert "not available" in _body(response)["detail"]
+    health = _event("http-api-v2-health.json")
+    health["headers"]["authorization"] = "Bearer local-test-key"
+    report = handler(health, lambda_context())
+    assert report["statusCode"] == 200 and _body(report)["ready"] is False
+
+
+def test_invoke_prints_the_lambda_response(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert cli(["invoke", "--event", str(EVENTS / "http-api-v2-systemone.json")]) == 0
+    response = json.loads(capsys.readouterr().out)
+    assert response["statusCode"] == 200 and "answers" in _body(response)
+    assert cli(["invoke", "--event", str(EVENTS / "missing.json")]) == 2
+
+
+def test_start_api_front_turns_requests_into_events(environ: dict[str, str]) -> None:
+    front = ApiGatewayFront(make_handler(dict(environ, LAYA_API_BASE_PATH="/")))
+    body = json.loads((EVENTS / "http-api-v2-systemone.json").read_text())["body"]
+
+    async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=front), base_url="http://local") as client:
+            ok = await client.post("/v1/systemone", content=body, headers={"Authorization": "Bearer local-test-key"})
+            denied = await client.post("/v1/systemone", content=body)
+            missing = await client.get("/nope")
+            return ok, denied, missing
+
+    try:
+        ok, denied, missing = asyncio.run(run())
+    finally:
+        front.close()
+    assert ok.status_code == 200 and "server-timing" in ok.headers and set(ok.json()["answers"]) == {"team", "churn"}
+    assert denied.status_code == 401 and denied.json() == {"detail": "invalid or missing bearer token"}
+    assert missing.status_code == 404

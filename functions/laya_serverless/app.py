@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from . import limits
 from .decider import Decider
 from .detect import analyse
+from .encoding import decode_body
 from .errors import RequestError
 from .jev import strict_projection, with_jev_confidence
 from .routing import Detector, Registry, resolve_model_field, route
@@ -97,6 +98,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
             raw = await asyncio.wait_for(collect(), timeout=settings.body_read_timeout)
         except TimeoutError:
             raise RequestError(408, "request body was not received in time") from None
+        raw = decode_body(raw, request.headers.get("content-encoding"))
         try:
             return json.loads(raw)
         except (ValueError, RecursionError):

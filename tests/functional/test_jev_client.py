@@ -1,0 +1,63 @@
+"""The official Jev client (`typesafe-sdk`) against a real uvicorn server on 127.0.0.1, full and strict."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from laya_serverless import Decider
+from laya_serverless.app import create_app
+from laya_serverless.settings import Settings
+
+pytestmark = pytest.mark.slow
+typesafe = pytest.importorskip("typesafe_sdk")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(params=[False, True], ids=["full", "strict"])
+def base_url(request: pytest.FixtureRequest, tiny_int8: Path) -> Iterator[str]:
+    import uvicorn
+
+    app = create_app({"multilingual": Decider.from_artifact(tiny_int8)}, Settings(jev_strict=request.param))
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    yield "http://127.0.0.1:%d" % port
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_the_official_client_reads_every_answer_type(base_url: str) -> None:
+    from typesafe_sdk import Choice, Noul, RetryPolicy, TypeSafeClient
+
+    questions = {
+        "billing": Noul(instructions="Is this about billing?"),
+        "tone": Choice(instructions="What is the tone?", criteria={"calm": None, "angry": "upset, shouting"}),
+        "urgency": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "medium", "high"]},
+    }
+    # The client always sends an API key; with auth off the server ignores it.
+    with TypeSafeClient(api_key="unused", base_url=base_url, retry=RetryPolicy(max_retries=0)) as client:
+        small = client.system_one(state="I was charged twice. Please help.", questions=questions)
+        large = client.system_one(state={"ticket": "my parcel is late " * 200}, questions=questions)  # zstd body
+    for result in (small, large):
+        assert result.model == "laya-rl-agent" and result.usage.input_tokens > 0
+        assert 0.0 <= result.nouls["billing"].noul <= 1.0
+        assert result.choices["tone"].choice in ("calm", "angry")
+        assert sum(result.choices["tone"].probabilities.values()) == pytest.approx(1.0, abs=1e-9)
+        assert 0.0 <= result.scores["urgency"].score <= 2.0
+    assert large.usage.input_tokens > small.usage.input_tokens

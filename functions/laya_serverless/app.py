@@ -28,6 +28,7 @@ from .errors import RequestError
 from .jev import strict_projection, with_jev_confidence
 from .routing import Detector, Registry, resolve_model_field, route
 from .settings import Settings
+from .tournament import plan, predict_with_tournament
 
 _log = logging.getLogger("laya_serverless")
 _SURROGATE_DETAIL = "request body contains an unpaired surrogate escape; those cannot be encoded as UTF-8"
@@ -70,6 +71,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
                   redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
     expected = ("Bearer %s" % settings.api_key).encode("utf-8", "surrogateescape") if hidden else b""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laya-infer")
+    choice_cap = limits.MAX_TOURNAMENT_CHOICE_OPTIONS if settings.tournament_group else limits.MAX_CHOICE_OPTIONS
     state: dict[str, Any] = {"gate": None, "admission": None}
 
     def authorized(header: str | None) -> bool:
@@ -154,19 +156,25 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
         async with state["admission"]:
             return await handle(request)
 
-    def predict_one(body: dict[str, Any], model: str | None, controls: dict[str, Any]) -> dict[str, Any]:
+    def predict_state(state: Any, questions: dict[str, Any], model: str | None,
+                      controls: dict[str, Any]) -> dict[str, Any]:
         assert deployment is not None  # admitted() refuses every request while unavailable
-        decider, decision = deployment.decide(body["state"], body["questions"], detect, model, controls,
-                                              settings.auto_task)
-        result = decider.predict(body["state"], body["questions"], max_len=controls["max_len"],
+        decider, decision = deployment.decide(state, questions, detect, model, controls, settings.auto_task)
+        result = decider.predict(state, questions, max_len=controls["max_len"],
                                  head_max_len=controls["head_max_len"], min_confidence=controls["min_confidence"])
         return {**result, "routing": decision}
+
+    def predict_one(body: dict[str, Any], model: str | None, controls: dict[str, Any]) -> dict[str, Any]:
+        if settings.tournament_group:
+            return predict_with_tournament(lambda qs: predict_state(body["state"], qs, model, controls),
+                                           body["questions"], settings.tournament_group)
+        return predict_state(body["state"], body["questions"], model, controls)
 
     async def systemone_body(request: Request) -> JSONResponse:
         body = await read_json(request)
         if not isinstance(body, dict) or "questions" not in body:
             raise RequestError(400, "request body must be an object with a 'questions' field")
-        limits.check_request_limits(body.get("state"), body["questions"])
+        limits.check_request_limits(body.get("state"), body["questions"], choice_cap)
         limits.refuse_hooks(body)
         model, controls = controls_of(body)
         result, elapsed = await infer(model, lambda: predict_one(body, model, controls))
@@ -176,6 +184,10 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
                      batch_size: int | None, sort_by_length: bool) -> list[dict[str, Any]]:
         assert deployment is not None
         states, questions = body["states"], body["questions"]
+        if settings.tournament_group and plan(questions, settings.tournament_group) is not None:
+            # Narrowing is per state: each state is answered on its own (batch_size has no effect).
+            return [predict_with_tournament(lambda qs, s=s: predict_state(s, qs, model, controls), questions,
+                                            settings.tournament_group) for s in states]
         groups: dict[str, list[int]] = {}
         decisions = []
         for i, one in enumerate(states):
@@ -196,7 +208,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
         body = await read_json(request)
         if not isinstance(body, dict) or "questions" not in body or "states" not in body:
             raise RequestError(400, "request body must be an object with 'states' and 'questions' fields")
-        limits.check_batch_limits(body["states"], body["questions"])
+        limits.check_batch_limits(body["states"], body["questions"], choice_cap)
         limits.refuse_hooks(body)
         limits.refuse_out_parameters(body)
         model, controls = controls_of(body)

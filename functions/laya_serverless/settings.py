@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET
+from .limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 
 API_KEY = "LAYA_API_KEY"
 ROOT_PATH = "LAYA_ROOT_PATH"
@@ -24,6 +24,7 @@ JEV_STRICT = "LAYA_JEV_STRICT"
 AUTO_TASK = "LAYA_AUTO_TASK"
 DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
 THREADS = "LAYA_THREADS"
+TOURNAMENT_GROUP = "LAYA_TOURNAMENT_GROUP"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
 # The deployment's own: where artifacts live and which checkpoints are served.
 STORE = "LAYA_STORE"
@@ -75,6 +76,7 @@ class Settings:
     auto_task: bool = False
     default_model: str = "multilingual"
     threads: int | None = None
+    tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
     host: str = "0.0.0.0"
     port: int = 8000
     store: str = ".laya-store"
@@ -104,6 +106,7 @@ class Settings:
         else:
             port = 8000
         threads = _positive_int(env, THREADS, 0) or None
+        group = _positive_int(env, TOURNAMENT_GROUP, 0)
         deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "minilm"}
         default_model = (env.get(DEFAULT_MODEL) or "").strip().lower() or (
             "multilingual" if "multilingual" in deployed else next(iter(deployed)))
@@ -118,6 +121,7 @@ class Settings:
             auto_task=_bool(env, AUTO_TASK, False),
             default_model=default_model,
             threads=threads,
+            tournament_group=group if 2 <= group <= MAX_CHOICE_OPTIONS else 0,
             host=env.get(HOST, "").strip() or "0.0.0.0",
             port=port,
             store=env.get(STORE, "").strip() or ".laya-store",

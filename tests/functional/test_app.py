@@ -151,3 +151,53 @@ def test_undeployed_checkpoints_are_refused_or_fall_back(tiny_modernbert: tuple[
                                                 "questions": QUESTIONS}).json()["routing"]
     assert routed["model"] == "multilingual" and routed["reason"].endswith(
         "'english' is not deployed, so the default 'multilingual' answers")
+
+
+@pytest.fixture(scope="module")
+def tournament_clients(tiny_modernbert: tuple[Path, Path]) -> Any:
+    import laya.serve
+    from laya.router import Router
+
+    checkpoint, export = tiny_modernbert
+    decider = Decider.from_artifact(export, verify=False)
+    registry = Registry({"english": str(checkpoint), "multilingual": str(checkpoint)})
+    ours = create_app({"english": decider, "multilingual": decider}, Settings(tournament_group=4), analyse, registry)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYA_TOURNAMENT_GROUP", "4")  # upstream reads it when the app is built
+        theirs = laya.serve.create_app(Router(models={"english": str(checkpoint), "multilingual": str(checkpoint)}))
+    return TestClient(ours), TestClient(theirs)
+
+
+TEAMS = ["team %s" % c for c in "abcdefghijk"]
+
+
+@pytest.mark.filterwarnings("ignore:laya.shortlist")  # upstream warns when it drops an option_order
+@pytest.mark.parametrize("questions", [
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": TEAMS},
+     "spam": {"type": "noul", "instructions": "Is it spam?"}},
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": {t: "handles " + t for t in TEAMS}},
+     "small": {"type": "choice", "instructions": "Tone", "criteria": ["calm", "angry"]}},
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": TEAMS, "option_order": list(range(11))}},
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": ["q%d" % i for i in range(150)],
+               "option_order": list(range(150))}},
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": list(range(150))}},
+    {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": ["q%d" % i for i in range(256)]}},
+])
+def test_tournament_mode_matches_upstream(tournament_clients: tuple[TestClient, TestClient],
+                                          questions: dict[str, Any]) -> None:
+    body = {"state": "My invoice was charged twice and I want a refund", "questions": questions}
+    ours, theirs = (c.post("/v1/systemone", json=body) for c in tournament_clients)
+    assert ours.status_code == theirs.status_code
+    if theirs.status_code != 200:
+        assert ours.content == theirs.content
+        return
+    _close(ours.json(), theirs.json())
+
+
+def test_tournament_batch_answers_each_state_alone(tournament_clients: tuple[TestClient, TestClient]) -> None:
+    body = {"states": ["charged twice", "the app crashes on login"], "batch_size": 1,
+            "questions": {"queue": {"type": "choice", "instructions": "Which queue?", "criteria": TEAMS}}}
+    ours, theirs = (c.post("/v1/systemone/batch", json=body) for c in tournament_clients)
+    assert ours.status_code == theirs.status_code == 200
+    _close(ours.json(), theirs.json())
+    assert all("x_tournament" in r["answers"]["queue"] for r in ours.json()["results"])

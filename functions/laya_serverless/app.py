@@ -61,9 +61,13 @@ class _Deployment:
 
 def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
                registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None,
-               unavailable: str | None = None) -> FastAPI:
+               unavailable: str | None = None, inline_inference: bool = False) -> FastAPI:
     """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
-    every decision route answers 503 with that detail and `/health` reports `ready: false`."""
+    every decision route answers 503 with that detail and `/health` reports `ready: false`.
+
+    Inference runs on a worker thread so a long-running server keeps answering `/health` and
+    refusing over-admission meanwhile; `inline_inference` runs it on the event loop instead, for
+    a Lambda instance, which only ever holds one event and would pay the thread hop for nothing."""
     registry = registry or Registry()
     deployment = _Deployment(deciders, registry, settings.default_model) if unavailable is None else None
     hidden = settings.api_key is not None
@@ -127,7 +131,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
         async with state["gate"]:
             started = time.perf_counter()
             try:
-                result = await asyncio.get_running_loop().run_in_executor(pool, run)
+                result = run() if inline_inference else await asyncio.get_running_loop().run_in_executor(pool, run)
             except RequestError:
                 raise
             except ValueError as exc:

@@ -15,7 +15,8 @@ from .settings import Settings
 
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None) -> Mangum:
     settings = Settings.from_environ(environ)
-    return Mangum(build_service(settings, s3_client), lifespan="off", api_gateway_base_path=settings.api_base_path)
+    app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
+    return Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path)
 
 
 handler = make_handler() if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else None

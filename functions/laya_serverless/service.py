@@ -39,11 +39,12 @@ def load_deciders(settings: Settings, s3_client: Any = None) -> tuple[dict[str, 
     return deciders, revisions
 
 
-def build_service(settings: Settings, s3_client: Any = None) -> FastAPI:
+def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False) -> FastAPI:
     try:
         deciders, revisions = load_deciders(settings, s3_client)
     except ArtifactError:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
         return create_app({}, settings, unavailable=UNAVAILABLE)
     extra = {name: name for name in deciders if name not in Registry().sources}
-    return create_app(deciders, settings, registry=Registry(extra), revisions=revisions)
+    return create_app(deciders, settings, registry=Registry(extra), revisions=revisions,
+                      inline_inference=inline_inference)

@@ -59,6 +59,19 @@ class _Deployment:
         return self.deciders[decision["model"]], decision
 
 
+class _RootPath:
+    """Sets the ASGI `root_path` (what `uvicorn --root-path` does): OpenAPI `servers` and the docs then
+    carry the prefix, and a path that still starts with it is routed too (`/laya/health`)."""
+
+    def __init__(self, app: Any, root_path: str) -> None:
+        self.app, self.root_path = app, root_path
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = dict(scope, root_path=self.root_path)
+        await self.app(scope, receive, send)
+
+
 def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
                registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None,
                unavailable: str | None = None, inline_inference: bool = False) -> FastAPI:
@@ -71,8 +84,10 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
     registry = registry or Registry()
     deployment = _Deployment(deciders, registry, settings.default_model) if unavailable is None else None
     hidden = settings.api_key is not None
-    app = FastAPI(title="laya-serverless", root_path=settings.root_path, docs_url=None if hidden else "/docs",
+    app = FastAPI(title="laya-serverless", docs_url=None if hidden else "/docs",
                   redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
+    if settings.root_path:
+        app.add_middleware(_RootPath, root_path=settings.root_path)
     expected = ("Bearer %s" % settings.api_key).encode("utf-8", "surrogateescape") if hidden else b""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laya-infer")
     choice_cap = limits.MAX_TOURNAMENT_CHOICE_OPTIONS if settings.tournament_group else limits.MAX_CHOICE_OPTIONS

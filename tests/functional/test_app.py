@@ -201,3 +201,107 @@ def test_tournament_batch_answers_each_state_alone(tournament_clients: tuple[Tes
     assert ours.status_code == theirs.status_code == 200
     _close(ours.json(), theirs.json())
     assert all("x_tournament" in r["answers"]["queue"] for r in ours.json()["results"])
+
+
+def _tiny_app(tiny_modernbert: tuple[Path, Path], **settings: Any) -> Any:
+    decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
+    return create_app({"multilingual": decider}, Settings(**settings))
+
+
+def test_slow_bodies_time_out_and_hold_the_only_admission_slot(tiny_modernbert: tuple[Path, Path]) -> None:
+    import asyncio
+
+    import httpx
+
+    app = _tiny_app(tiny_modernbert, max_concurrent=1, body_read_timeout=0.5)
+
+    async def slow_body() -> Any:
+        yield b'{"state": "x", '
+        await asyncio.sleep(2)
+        yield b'"questions": {}}'
+
+    async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://local") as client:
+            stalled = asyncio.create_task(client.post("/v1/systemone", content=slow_body()))
+            await asyncio.sleep(0.1)
+            busy = await client.post("/v1/systemone", json={"state": "x", "questions": {}})
+            timed_out = await stalled
+            after = await client.post("/v1/systemone", json={"state": "x", "questions": {}})
+            return busy, timed_out, after
+
+    busy, timed_out, after = asyncio.run(run())
+    assert (busy.status_code, busy.json(), busy.headers["retry-after"]) == (
+        503, {"detail": "server busy, try again later"}, "1")
+    assert (timed_out.status_code, timed_out.json()) == (408, {"detail": "request body was not received in time"})
+    assert after.status_code == 200  # the slot was released
+
+
+def test_bodies_over_two_mib_are_refused(tiny_modernbert: tuple[Path, Path]) -> None:
+    client = TestClient(_tiny_app(tiny_modernbert))
+    declared = client.post("/v1/systemone", content=b"{}", headers={"Content-Length": str(2 * 1024 * 1024 + 1)})
+    assert (declared.status_code, declared.json()) == (413, {"detail": "request body too large"})
+    streamed = client.post("/v1/systemone", content=iter([b" " * (1024 * 1024)] * 3))  # chunked, no length
+    assert (streamed.status_code, streamed.json()) == (413, {"detail": "request body too large"})
+    exact = json.dumps({"state": "x", "questions": {}}).encode()
+    exact += b" " * (2 * 1024 * 1024 - len(exact))
+    assert client.post("/v1/systemone", content=exact).status_code == 200
+
+
+def test_root_path_prefixes_the_docs_and_still_routes(tiny_modernbert: tuple[Path, Path]) -> None:
+    client = TestClient(_tiny_app(tiny_modernbert, root_path="/laya"))
+    assert client.get("/openapi.json").json()["servers"] == [{"url": "/laya"}]
+    assert client.get("/health").status_code == 200 and client.get("/laya/health").status_code == 200
+
+
+def test_batches_over_the_token_budget_are_split_like_upstream(tiny_modernbert: tuple[Path, Path]) -> None:
+    import laya.serve
+    from laya.router import Router
+
+    checkpoint, export = tiny_modernbert
+    decider = Decider.from_artifact(export, verify=False)
+    registry = Registry({"english": str(checkpoint), "multilingual": str(checkpoint)})
+    ours = TestClient(create_app({"english": decider, "multilingual": decider}, Settings(max_batch_tokens=1500),
+                                 analyse, registry))
+    models = {"english": str(checkpoint), "multilingual": str(checkpoint)}
+    theirs = TestClient(laya.serve.create_app(Router(models=models)))
+    body = {"states": ["charged twice %d" % i for i in range(7)], "questions": QUESTIONS}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYA_MAX_BATCH_TOKENS", "1500")  # upstream reads it per request
+        reference = theirs.post("/v1/systemone/batch", json=body)
+    answer = ours.post("/v1/systemone/batch", json=body)
+    assert answer.status_code == reference.status_code == 200
+    _close(answer.json(), reference.json())
+
+
+MALFORMED = [
+    b"", b"{", b"null", b"true", b"42", b'"text"', b"\xff\xfe\x00", b"[" * 100_000 + b"]" * 100_000,
+    b'{"questions": null, "state": "x"}', b'{"questions": {"q": null}, "state": "x"}',
+    b'{"questions": {"q": []}, "state": "x"}',
+    b'{"questions": {"": {"type": "noul", "instructions": "x"}}, "state": 1}',
+    b'{"questions": {"q": {"type": "choice", "instructions": "x", "criteria": [[1]]}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "choice", "instructions": "x", "criteria": {}}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "score", "instructions": "x", "criteria": "abc"}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x", "labels": {"false": 1, "true": 2}}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x", "option_order": "01"}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "noul", "instructions": NaN}}, "state": "x"}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": Infinity}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "min_confidence": NaN}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "max_len": 1}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "head_max_len": 1, "max_len": 3}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "task": {"a": 1}}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "model": "../etc/passwd"}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": "x", "lang": []}',
+    b'{"questions": {"q": {"type": "noul", "instructions": "x"}}, "state": {"a": {"b": "\\udfff"}}}',
+    '{"questions": {}, "state": "x"}'.encode("utf-16"), b'{"questions": {}, "state": "x", "state": null}',
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED)
+def test_malformed_bodies_get_a_4xx_with_a_detail_never_a_5xx(tiny_modernbert: tuple[Path, Path],
+                                                               body: bytes) -> None:
+    client = TestClient(_tiny_app(tiny_modernbert))
+    for path in ("/v1/systemone", "/v1/systemone/batch"):
+        response = client.post(path, content=body)
+        assert response.status_code < 500, (path, body[:80], response.text)
+        if response.status_code >= 400:
+            assert isinstance(response.json()["detail"], str) and response.json()["detail"]

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
@@ -35,28 +36,48 @@ _SURROGATE_DETAIL = "request body contains an unpaired surrogate escape; those c
 
 
 class _Deployment:
-    """The deployed deciders and how a route decision lands on one of them."""
+    """The deployed deciders (LRU order, least recently used first), how a route decision lands on
+    one of them, and how they are reloaded after an idle unload."""
 
-    def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str) -> None:
-        self.deciders, self.registry = dict(deciders), registry
+    def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str,
+                 revisions: Mapping[str, str | None] | None,
+                 reload: Callable[[], tuple[Mapping[str, Decider], Mapping[str, str | None]]] | None) -> None:
+        self.names = list(deciders)
+        self.deciders, self.revisions = dict(deciders), dict(revisions or {})
+        self.registry, self.reload = registry, reload
         self.default = registry.resolve(default)
         if self.default not in self.deciders:
             raise ValueError("the default checkpoint %r is not deployed (deployed: %s)"
                              % (self.default, sorted(self.deciders)))
+
+    def unload(self) -> bool:
+        if not self.deciders:
+            return False
+        self.deciders, self.revisions = {}, {}
+        return True
+
+    def _resident(self) -> None:
+        if not self.deciders:  # unloaded while idle: the next request pays the (verified) load
+            assert self.reload is not None
+            deciders, revisions = self.reload()
+            self.deciders, self.revisions = dict(deciders), dict(revisions)
 
     def decide(self, state: Any, questions: Any, detect: Detector, model: str | None,
                controls: dict[str, Any], auto_task: bool) -> tuple[Decider, dict[str, Any]]:
         decision = route(self.registry, state, questions, detect, model=model, task=controls.get("task"),
                          lang=controls.get("lang"), lang_guess=controls.get("lang_guess"), auto_task=auto_task)
         key = decision["model"]
-        if key not in self.deciders:
+        if key not in self.names:
             if model is not None or controls.get("task") is not None:
-                raise ValueError("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(self.deciders)))
+                raise ValueError("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(self.names)))
             # Detection and hints never pick an absent checkpoint: the default answers, and says so.
             decision = dict(decision, model=self.default, repo=self.registry.sources[self.default],
                             reason="%s; %r is not deployed, so the default %r answers"
                             % (decision["reason"], key, self.default))
-        return self.deciders[decision["model"]], decision
+        self._resident()
+        decider = self.deciders.pop(decision["model"])
+        self.deciders[decision["model"]] = decider  # most recently used last
+        return decider, decision
 
 
 class _RootPath:
@@ -74,17 +95,51 @@ class _RootPath:
 
 def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
                registry: Registry | None = None, revisions: Mapping[str, str | None] | None = None,
-               unavailable: str | None = None, inline_inference: bool = False) -> FastAPI:
+               unavailable: str | None = None, inline_inference: bool = False,
+               reload: Callable[[], tuple[Mapping[str, Decider], Mapping[str, str | None]]] | None = None) -> FastAPI:
     """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
     every decision route answers 503 with that detail and `/health` reports `ready: false`.
 
     Inference runs on a worker thread so a long-running server keeps answering `/health` and
     refusing over-admission meanwhile; `inline_inference` runs it on the event loop instead, for
-    a Lambda instance, which only ever holds one event and would pay the thread hop for nothing."""
+    a Lambda instance, which only ever holds one event and would pay the thread hop for nothing.
+
+    With `settings.idle_unload_seconds` (a long-running server; Lambda runs no lifespan), a
+    background task unloads every checkpoint once no decision request arrived and no inference
+    finished for that long; `reload` brings them back on the next request."""
     registry = registry or Registry()
-    deployment = _Deployment(deciders, registry, settings.default_model) if unavailable is None else None
+    if settings.idle_unload_seconds and reload is None:
+        raise ValueError("idle unload needs a way to reload the checkpoints")
+    deployment = (_Deployment(deciders, registry, settings.default_model, revisions, reload)
+                  if unavailable is None else None)
+    clock = {"last": time.monotonic()}
+
+    def touch() -> None:
+        clock["last"] = time.monotonic()
+
+    async def idle_reaper() -> None:
+        interval = max(0.05, min(settings.idle_unload_seconds / 4.0, 5.0))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(interval)
+            if state["gate"] is not None and state["gate"].locked():
+                continue
+            if time.monotonic() - clock["last"] >= settings.idle_unload_seconds and deployment is not None:
+                if await loop.run_in_executor(pool, deployment.unload):
+                    _log.info("idle for %.1fs: unloaded the checkpoints", time.monotonic() - clock["last"])
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> Any:
+        reaper = asyncio.create_task(idle_reaper()) if settings.idle_unload_seconds else None
+        try:
+            yield
+        finally:
+            if reaper is not None:
+                reaper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await reaper
     hidden = settings.api_key is not None
-    app = FastAPI(title="laya-serverless", docs_url=None if hidden else "/docs",
+    app = FastAPI(title="laya-serverless", lifespan=lifespan, docs_url=None if hidden else "/docs",
                   redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
     if settings.root_path:
         app.add_middleware(_RootPath, root_path=settings.root_path)
@@ -154,6 +209,8 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
             except Exception:  # never leak paths, weights or tracebacks to a client
                 _log.exception("inference failed for model=%s", str(model).replace("\n", "\\n").replace("\r", "\\r"))
                 raise RequestError(500, "inference failed") from None
+            finally:
+                touch()
             return result, (time.perf_counter() - started) * 1000.0
 
     def shaped(result: dict[str, Any]) -> dict[str, Any]:
@@ -248,9 +305,15 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
         if deployment is None:
             return {"status": "ok", "ready": False, "detail": unavailable}
         names = list(deployment.deciders)
-        return {"status": "ok", "loaded": names, "revisions": {n: (revisions or {}).get(n) for n in names},
-                "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
-                "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+        revisions_now = {n: deployment.revisions.get(n) for n in deployment.names if n in names}  # load order
+        report: dict[str, Any] = {
+            "status": "ok", "loaded": names, "revisions": revisions_now,
+            "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
+            "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+        if settings.idle_unload_seconds:
+            report["idle_unload_seconds"] = float(settings.idle_unload_seconds)
+            report["idle_seconds"] = round(time.monotonic() - clock["last"], 1)
+        return report
 
     @app.post("/v1/systemone")
     async def systemone(request: Request, authorization: str | None = Header(default=None)) -> Any:

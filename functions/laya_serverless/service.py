@@ -47,4 +47,4 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
         return create_app({}, settings, unavailable=UNAVAILABLE)
     extra = {name: name for name in deciders if name not in Registry().sources}
     return create_app(deciders, settings, registry=Registry(extra), revisions=revisions,
-                      inline_inference=inline_inference)
+                      inline_inference=inline_inference, reload=lambda: load_deciders(settings, s3_client))

@@ -25,6 +25,7 @@ AUTO_TASK = "LAYA_AUTO_TASK"
 DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
 THREADS = "LAYA_THREADS"
 TOURNAMENT_GROUP = "LAYA_TOURNAMENT_GROUP"
+IDLE_UNLOAD_SECONDS = "LAYA_IDLE_UNLOAD_SECONDS"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
 # The deployment's own: where artifacts live and which checkpoints are served.
 STORE = "LAYA_STORE"
@@ -77,6 +78,7 @@ class Settings:
     default_model: str = "multilingual"
     threads: int | None = None
     tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
+    idle_unload_seconds: float = 0.0  # off; a long-running server unloads its checkpoints after this idle time
     host: str = "0.0.0.0"
     port: int = 8000
     store: str = ".laya-store"
@@ -107,6 +109,11 @@ class Settings:
             port = 8000
         threads = _positive_int(env, THREADS, 0) or None
         group = _positive_int(env, TOURNAMENT_GROUP, 0)
+        try:
+            idle = float(env.get(IDLE_UNLOAD_SECONDS, "").strip() or 0.0)
+        except ValueError:
+            idle = 0.0
+        idle = idle if math.isfinite(idle) and idle > 0 else 0.0
         deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "minilm"}
         default_model = (env.get(DEFAULT_MODEL) or "").strip().lower() or (
             "multilingual" if "multilingual" in deployed else next(iter(deployed)))
@@ -122,6 +129,7 @@ class Settings:
             default_model=default_model,
             threads=threads,
             tournament_group=group if 2 <= group <= MAX_CHOICE_OPTIONS else 0,
+            idle_unload_seconds=idle,
             host=env.get(HOST, "").strip() or "0.0.0.0",
             port=port,
             store=env.get(STORE, "").strip() or ".laya-store",

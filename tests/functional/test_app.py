@@ -305,3 +305,29 @@ def test_malformed_bodies_get_a_4xx_with_a_detail_never_a_5xx(tiny_modernbert: t
         assert response.status_code < 500, (path, body[:80], response.text)
         if response.status_code >= 400:
             assert isinstance(response.json()["detail"], str) and response.json()["detail"]
+
+
+def test_idle_unload_empties_the_server_and_the_next_request_reloads(tiny_modernbert: tuple[Path, Path]) -> None:
+    import time
+
+    decider = Decider.from_artifact(tiny_modernbert[1], verify=False)
+    reloads: list[float] = []
+
+    def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
+        reloads.append(time.monotonic())
+        return {"multilingual": decider}, {"multilingual": "rev-1"}
+
+    app = create_app({"multilingual": decider}, Settings(idle_unload_seconds=0.3), revisions={"multilingual": "rev-1"},
+                     reload=reload)
+    with TestClient(app) as client:  # runs the lifespan, which starts the idle reaper
+        health = client.get("/health").json()
+        assert health["loaded"] == ["multilingual"] and health["idle_unload_seconds"] == 0.3
+        assert list(health)[-2:] == ["idle_unload_seconds", "idle_seconds"]
+        time.sleep(0.8)
+        idle = client.get("/health").json()
+        assert idle["loaded"] == [] and idle["revisions"] == {} and idle["device_is_preference"] is True
+        assert idle["idle_seconds"] >= 0.3
+        assert client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
+        assert len(reloads) == 1 and client.get("/health").json()["loaded"] == ["multilingual"]
+    with pytest.raises(ValueError, match="needs a way to reload"):
+        create_app({"multilingual": decider}, Settings(idle_unload_seconds=1.0))

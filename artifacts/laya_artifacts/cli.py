@@ -97,14 +97,13 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from laya_serverless.fetch import fetch_artifact, published_id
+    from laya_serverless.fetch import fetch_published
     from laya_serverless.manifest import verify_artifact
     from laya_serverless.store import open_store
 
     if args.checkpoint:
         store = open_store(args.store)
-        artifact_id = published_id(store, args.checkpoint, args.target)
-        path, _ = fetch_artifact(store, artifact_id, Path(args.cache_dir))
+        artifact_id, path, _ = fetch_published(store, args.checkpoint, args.target, Path(args.cache_dir))
         print("verified %s/%s -> %s (%s)" % (args.checkpoint, args.target, artifact_id, path))
     else:
         manifest = verify_artifact(Path(args.store))

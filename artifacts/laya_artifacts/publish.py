@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_serverless.errors import ArtifactError
-from laya_serverless.fetch import fetch_artifact, published_id
+from laya_serverless.fetch import fetch_published
 from laya_serverless.manifest import MANIFEST_FILE, sha256_file, verify_artifact, verify_file
 from laya_serverless.store import ObjectStore, artifact_key, pointer_key
 
@@ -59,9 +59,8 @@ def import_artifact(source: ObjectStore, checkpoint: str, target: str, goldens: 
                     destination: ObjectStore, cache_dir: Path,
                     progress: Callable[[str], None] = lambda _m: None) -> tuple[str, GateReport]:
     """Fetch (checkpoint, target) from `source`, re-run the gate on this machine, publish to `destination`."""
-    artifact_id = published_id(source, checkpoint, target)
-    progress("fetching %s from %s" % (artifact_id, source.uri))
-    artifact_dir, manifest = fetch_artifact(source, artifact_id, cache_dir)
+    progress("fetching %s/%s from %s" % (checkpoint, target, source.uri))
+    artifact_id, artifact_dir, manifest = fetch_published(source, checkpoint, target, cache_dir)
     report = run_gate(artifact_dir, goldens, manifest.target)
     progress(report.table())
     if not report.passed:

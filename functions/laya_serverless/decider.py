@@ -14,7 +14,7 @@ import numpy as np
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
 from .decode_config import DecodeConfig
 from .errors import InferenceError, QuestionError, StateError
-from .fetch import DEFAULT_CACHE_DIR, fetch_artifact, published_id
+from .fetch import DEFAULT_CACHE_DIR, fetch_published
 from .gate import Threshold, apply_gate, check_min_confidence
 from .manifest import verify_artifact
 from .questions import Question, parse_questions
@@ -68,7 +68,7 @@ class Decider:
                    s3_client: Any = None) -> Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
         store = open_store(uri, s3_client=s3_client)
-        artifact_dir, _ = fetch_artifact(store, published_id(store, checkpoint, target), Path(cache_dir))
+        _, artifact_dir, _ = fetch_published(store, checkpoint, target, Path(cache_dir))
         return cls.from_artifact(artifact_dir, threads=threads, verify=False)  # fetch verified every file
 
     def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,

@@ -25,9 +25,13 @@ _SIZE_BUCKETS = ((2, "2"), (5, "3-5"), (10, "6-10"))
 _TYPE_NAMES = ("choice", "score", "noul")
 
 
+def size_bucket(n_options: int) -> str:
+    """The option-count bucket shared by temperatures and abstention thresholds: 2, 3-5, 6-10, 11+."""
+    return next((name for limit, name in _SIZE_BUCKETS if n_options <= limit), "11+")
+
+
 def temperature_bucket(type_index: int, n_options: int) -> str:
-    size = next((name for limit, name in _SIZE_BUCKETS if n_options <= limit), "11+")
-    return "%s:%s" % (_TYPE_NAMES[type_index], size)
+    return "%s:%s" % (_TYPE_NAMES[type_index], size_bucket(n_options))
 
 
 def temperature_for(config: DecodeConfig, type_index: int, n_options: int) -> float:

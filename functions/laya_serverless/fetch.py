@@ -66,3 +66,11 @@ def fetch_artifact(store: ObjectStore, artifact_id: str, cache_dir: Path = DEFAU
                 os.unlink(staging)
     (destination / MANIFEST_FILE).write_bytes(found[0])
     return destination, manifest
+
+
+def fetch_published(store: ObjectStore, checkpoint: str, target: str,
+                    cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[str, Path, Manifest]:
+    """(artifact id, verified local directory, manifest) of what (checkpoint, target) points at."""
+    artifact_id = published_id(store, checkpoint, target)
+    path, manifest = fetch_artifact(store, artifact_id, cache_dir)
+    return artifact_id, path, manifest

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .decode import size_bucket
 from .errors import QuestionError
 
 Threshold = float | dict[str, float]
@@ -56,8 +57,7 @@ def _bucket(answer: dict[str, Any]) -> str | None:
         k = 2
     else:
         return None
-    size = "2" if k <= 2 else "3-5" if k <= 5 else "6-10" if k <= 10 else "11+"
-    return "%s:%s" % (qtype, size)
+    return "%s:%s" % (qtype, size_bucket(k))
 
 
 def threshold_for(answer: dict[str, Any], threshold: Threshold) -> float:

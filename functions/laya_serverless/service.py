@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from .app import create_app
 from .decider import Decider
 from .errors import ArtifactError
-from .fetch import DEFAULT_CACHE_DIR, fetch_artifact, published_id
+from .fetch import DEFAULT_CACHE_DIR, fetch_published
 from .routing import Registry, canonical_name
 from .settings import Settings
 from .store import open_store
@@ -33,7 +33,7 @@ def load_deciders(settings: Settings, s3_client: Any = None) -> tuple[dict[str, 
     revisions: dict[str, str | None] = {}
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
-        path, manifest = fetch_artifact(store, published_id(store, stored, settings.target), cache)
+        _, path, manifest = fetch_published(store, stored, settings.target, cache)
         deciders[key] = Decider.from_artifact(path, threads=settings.threads, verify=False)  # fetch verified it
         revisions[key] = manifest.revision
     return deciders, revisions

@@ -2,8 +2,13 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+# jsii (under aws-cdk-lib) prints a Node 20 end-of-life banner on every call otherwise.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: serve test lint
+CDK := infra/node_modules/.bin/cdk
+ARCH ?= x86_64
+
+.PHONY: serve test lint layer synth deploy
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +20,25 @@ $(BIN)/.installed: pyproject.toml
 serve: $(BIN)/.installed
 	$(BIN)/python scripts/quickstart.py
 
-## test: lint, then the whole suite (unit, functional, parity against upstream laya)
-test: $(BIN)/.installed lint
+## test: lint, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
+test: $(BIN)/.installed $(CDK) lint layer
 	$(BIN)/python -m pytest
+
+# The CDK CLI, pinned in infra/package-lock.json.
+$(CDK): infra/package.json infra/package-lock.json
+	npm ci --prefix infra --no-audit --no-fund --loglevel=error
+	touch $@
+
+## layer: build the Lambda layer + function asset for ARCH (x86_64 | arm64) and print their size
+layer: $(BIN)/.installed
+	$(BIN)/python layers/build_layer.py --arch $(ARCH)
+
+## synth / deploy: the CDK app with the built package; pass context as CDK_ARGS="-c prefix=/laya ..."
+synth: layer $(CDK)
+	cd infra && PATH="$(CURDIR)/$(BIN):$$PATH" ./node_modules/.bin/cdk synth --quiet -c arch=$(ARCH) $(CDK_ARGS)
+
+deploy: layer $(CDK)
+	cd infra && PATH="$(CURDIR)/$(BIN):$$PATH" ./node_modules/.bin/cdk deploy -c arch=$(ARCH) $(CDK_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -33,6 +33,7 @@ DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g.
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
+API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
 
 
 class SettingsError(ValueError):
@@ -86,6 +87,7 @@ class Settings:
     target: str = "cpu-int8"
     cache_dir: str | None = None
     api_base_path: str = "/"
+    api_key_secret: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -137,4 +139,5 @@ class Settings:
             target=env.get(TARGET, "").strip() or "cpu-int8",
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
             api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
+            api_key_secret=env.get(API_KEY_SECRET, "").strip() or None,
         )

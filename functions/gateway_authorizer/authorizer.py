@@ -1,0 +1,65 @@
+"""API Gateway (REST) TOKEN authorizer: allows a request whose Authorization header is exactly
+`Bearer <key>`, the key read from Secrets Manager. Standard library and boto3 only, so the
+function ships as this one file.
+
+The gateway caches each answer per header value, so the secret is read rarely; it is also kept
+here for a few minutes so a burst of new tokens does not become a burst of Secrets Manager calls.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import time
+from typing import Any
+
+SECRET_ENV = "LAYA_API_KEY_SECRET_ARN"
+SECRET_TTL_S = 300.0
+PRINCIPAL = "laya-client"
+
+_cache: dict[str, Any] = {"value": None, "expires": 0.0}
+
+
+def _client() -> Any:
+    import boto3
+
+    return boto3.client("secretsmanager")
+
+
+def api_key(client: Any = None, now: float | None = None) -> str:
+    now = time.monotonic() if now is None else now
+    if _cache["value"] is None or now >= _cache["expires"]:
+        response = (client or _client()).get_secret_value(SecretId=os.environ[SECRET_ENV])
+        _cache["value"] = response.get("SecretString") or ""
+        _cache["expires"] = now + SECRET_TTL_S
+    return _cache["value"]
+
+
+def matches(header: Any, key: str) -> bool:
+    """Constant-time comparison of the whole header with `Bearer <key>`; any odd value is simply False."""
+    if not key or not isinstance(header, str):
+        return False
+    supplied = header.encode("utf-8", "surrogatepass")
+    expected = ("Bearer " + key).encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(supplied, expected)
+
+
+def _every_method(method_arn: str) -> str:
+    """`arn:...:api-id/stage/*/*`: the gateway caches one answer per token for every route."""
+    parts = method_arn.split("/")
+    return "/".join(parts[:2] + ["*", "*"])
+
+
+def policy(effect: str, method_arn: str) -> dict[str, Any]:
+    return {
+        "principalId": PRINCIPAL,
+        "policyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [{"Action": "execute-api:Invoke", "Effect": effect, "Resource": _every_method(method_arn)}],
+        },
+    }
+
+
+def handler(event: dict[str, Any], _context: Any = None, client: Any = None) -> dict[str, Any]:
+    allowed = matches(event.get("authorizationToken"), api_key(client))
+    return policy("Allow" if allowed else "Deny", event["methodArn"])

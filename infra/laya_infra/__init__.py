@@ -1,0 +1,1 @@
+"""The CDK app that deploys laya-serverless: artifact bucket, API function, REST API with auth."""

@@ -1,0 +1,176 @@
+"""The deployment's settings, read from CDK context (`-c key=value`) and checked before anything is built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import constants as c
+
+_PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
+_STAGE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
+        "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
+        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir")
+
+
+class ConfigError(ValueError):
+    """A context value cannot be used; the message names the `-c` flag to fix."""
+
+
+def _flag(key: str, example: str) -> str:
+    return "-c %s=%s" % (key, example)
+
+
+def _int(raw: Any, key: str, lo: int, hi: int, example: str) -> int:
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise ConfigError("context %r must be an integer, got %r (use %s)" % (key, raw, _flag(key, example))) from None
+    if not lo <= value <= hi:
+        raise ConfigError("context %r must be between %d and %d, got %d (use %s)"
+                          % (key, lo, hi, value, _flag(key, example)))
+    return value
+
+
+def _bool(raw: Any, key: str) -> bool:
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError("context %r must be true or false, got %r (use %s)" % (key, raw, _flag(key, "true")))
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    arch: str = c.DEFAULT_ARCH
+    memory_mb: int = c.DEFAULT_MEMORY_MB
+    timeout_s: int = c.DEFAULT_TIMEOUT_S
+    prefix: str = c.DEFAULT_PREFIX
+    stage: str = c.DEFAULT_STAGE
+    artifact_bucket: str | None = None            # an existing bucket; None creates one
+    artifact_prefix: str = c.DEFAULT_ARTIFACT_PREFIX
+    deployed: str = c.DEFAULT_DEPLOYED
+    target: str = c.DEFAULT_TARGET
+    auth: bool = True
+    api_key_secret: str | None = None             # an existing secret's name or ARN; None creates one
+    reserved_concurrency: int | None = None
+    throttle_rate: int = c.DEFAULT_THROTTLE_RATE
+    throttle_burst: int = c.DEFAULT_THROTTLE_BURST
+    duration_alarm_ms: int = c.DEFAULT_DURATION_ALARM_MS
+    init_alarm_ms: int = c.DEFAULT_INIT_ALARM_MS
+    alarm_email: str | None = None
+    jev_strict: bool = False
+    asset_dir: Path = c.DEFAULT_ASSET_DIR
+
+    @property
+    def function_asset(self) -> Path:
+        return self.asset_dir / self.arch / "function"
+
+    @property
+    def layer_asset(self) -> Path:
+        return self.asset_dir / self.arch / "layer"
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads sized to the vCPUs this memory setting buys (at least one)."""
+        return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Stored checkpoint names the function reads pointers for (the right side of NAME=STORED)."""
+        names = []
+        for part in filter(None, (p.strip() for p in self.deployed.split(","))):
+            stored = part.partition("=")[2].strip() or part
+            if stored not in names:
+                names.append(stored)
+        return names
+
+    @classmethod
+    def from_context(cls, get: Any) -> DeployConfig:
+        """`get(key)` returns the context value or None (`app.node.try_get_context`)."""
+        raw = {key: get(key) for key in KEYS}
+        values: dict[str, Any] = {}
+        if raw["arch"] is not None:
+            if raw["arch"] not in c.ARCHITECTURES:
+                raise ConfigError("context 'arch' must be one of %s, got %r (use %s)"
+                                  % (", ".join(c.ARCHITECTURES), raw["arch"], _flag("arch", "arm64")))
+            values["arch"] = raw["arch"]
+        if raw["memory"] is not None:
+            values["memory_mb"] = _int(raw["memory"], "memory", c.MIN_MEMORY_MB, c.MAX_MEMORY_MB, "3008")
+        if raw["timeout"] is not None:
+            values["timeout_s"] = _int(raw["timeout"], "timeout", 3, c.MAX_TIMEOUT_S, "29")
+        if raw["prefix"] is not None:
+            prefix = str(raw["prefix"]).rstrip("/")
+            if prefix and not prefix.startswith("/"):
+                prefix = "/" + prefix
+            if not _PREFIX.match(prefix):
+                raise ConfigError("context 'prefix' must be a path like /laya, got %r (use %s)"
+                                  % (raw["prefix"], _flag("prefix", "/laya")))
+            values["prefix"] = prefix
+        if raw["stage"] is not None:
+            if not _STAGE.match(str(raw["stage"])):
+                raise ConfigError("context 'stage' must be letters, digits, - or _, got %r (use %s)"
+                                  % (raw["stage"], _flag("stage", "prod")))
+            values["stage"] = str(raw["stage"])
+        if raw["artifact_bucket"]:
+            if not _BUCKET.match(str(raw["artifact_bucket"])):
+                raise ConfigError("context 'artifact_bucket' is not a valid bucket name: %r (use %s)"
+                                  % (raw["artifact_bucket"], _flag("artifact_bucket", "my-laya-artifacts")))
+            values["artifact_bucket"] = str(raw["artifact_bucket"])
+        if raw["artifact_prefix"] is not None:
+            prefix = str(raw["artifact_prefix"]).strip("/")
+            if not _ARTIFACT_PREFIX.match(prefix):
+                raise ConfigError("context 'artifact_prefix' must be a key prefix like laya-artifacts, got %r (use %s)"
+                                  % (raw["artifact_prefix"], _flag("artifact_prefix", "laya-artifacts")))
+            values["artifact_prefix"] = prefix
+        if raw["deployed"] is not None:
+            values["deployed"] = str(raw["deployed"])
+        if raw["target"] is not None:
+            values["target"] = str(raw["target"])
+        if raw["auth"] is not None:
+            values["auth"] = _bool(raw["auth"], "auth")
+        if raw["api_key_secret"]:
+            values["api_key_secret"] = str(raw["api_key_secret"])
+        if raw["reserved_concurrency"] is not None:
+            values["reserved_concurrency"] = _int(raw["reserved_concurrency"], "reserved_concurrency", 1, 10_000, "10")
+        if raw["throttle_rate"] is not None:
+            values["throttle_rate"] = _int(raw["throttle_rate"], "throttle_rate", 1, 10_000, "50")
+        if raw["throttle_burst"] is not None:
+            values["throttle_burst"] = _int(raw["throttle_burst"], "throttle_burst", 1, 5_000, "100")
+        if raw["duration_alarm_ms"] is not None:
+            values["duration_alarm_ms"] = _int(raw["duration_alarm_ms"], "duration_alarm_ms", 1, 900_000, "10000")
+        if raw["init_alarm_ms"] is not None:
+            values["init_alarm_ms"] = _int(raw["init_alarm_ms"], "init_alarm_ms", 1, 900_000, "5000")
+        if raw["alarm_email"]:
+            values["alarm_email"] = str(raw["alarm_email"])
+        if raw["jev_strict"] is not None:
+            values["jev_strict"] = _bool(raw["jev_strict"], "jev_strict")
+        if raw["asset_dir"]:
+            values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
+        config = cls(**values)
+        config.check_deployed()
+        config.check_assets()
+        return config
+
+    def check_deployed(self) -> None:
+        from laya_serverless.settings import Settings, SettingsError
+
+        try:
+            Settings.from_environ({"LAYA_DEPLOYED": self.deployed})
+        except SettingsError as exc:
+            raise ConfigError("context 'deployed': %s (use %s)" % (exc, _flag("deployed", "english=demo"))) from None
+
+    def check_assets(self) -> None:
+        for path in (self.function_asset, self.layer_asset):
+            if not path.is_dir():
+                raise ConfigError(
+                    "%s is missing: build the Lambda package first with "
+                    "`python layers/build_layer.py --arch %s` (or point %s at a built one)"
+                    % (path, self.arch, _flag("asset_dir", "build/lambda")))

@@ -1,0 +1,58 @@
+"""Names, sizes and defaults of the deployment, in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "lambda"          # layers/build_layer.py writes <arch>/{layer,function}
+AUTHORIZER_DIR = REPO_ROOT / "functions" / "gateway_authorizer"
+
+STACK_NAME = "LayaServerless"
+PYTHON_RUNTIME = "python3.12"                              # the layer is built and smoke-tested for 3.12
+HANDLER = "laya_serverless.handler.handler"
+AUTHORIZER_HANDLER = "authorizer.handler"
+
+ARCHITECTURES = ("x86_64", "arm64")
+DEFAULT_ARCH = "x86_64"
+DEFAULT_MEMORY_MB = 2048
+MIN_MEMORY_MB, MAX_MEMORY_MB = 512, 10240
+DEFAULT_TIMEOUT_S = 29                                     # REST API integrations end at 29 s by default
+MAX_TIMEOUT_S = 29
+AUTHORIZER_MEMORY_MB = 256
+AUTHORIZER_TIMEOUT_S = 5
+AUTHORIZER_CACHE_S = 300
+VCPU_PER_MB = 1 / 1769                                     # Lambda grants one vCPU per 1,769 MB
+
+DEFAULT_PREFIX = ""
+DEFAULT_STAGE = "prod"
+DEFAULT_ARTIFACT_PREFIX = "laya-artifacts"
+DEFAULT_DEPLOYED = "english=demo"
+DEFAULT_TARGET = "cpu-int8"
+LAMBDA_CACHE_DIR = "/tmp/laya-artifacts"                   # the only writable place on Lambda
+
+DEFAULT_THROTTLE_RATE = 50                                 # requests per second, steady
+DEFAULT_THROTTLE_BURST = 100
+LOG_RETENTION_DAYS = 30
+
+# Alarm thresholds (context can override the duration ones).
+DEFAULT_DURATION_ALARM_MS = 10_000
+DEFAULT_INIT_ALARM_MS = 5_000
+METRIC_NAMESPACE = "LayaServerless"
+INIT_METRIC = "InitDurationMs"
+
+# Paths inside the prefix, as the protocol names them.
+DECISION_PATHS = ("v1/systemone", "v1/systemone/batch")
+HEALTH_PATH = "health"
+DOCS_PATHS = ("docs", "redoc", "openapi.json")             # only when auth is off: the app hides them with a key
+
+UNAUTHORIZED_BODY = '{"detail":"invalid or missing bearer token"}'
+
+# CDK feature flags, set by app.py itself so that `cdk synth` and the in-process tests agree.
+FEATURE_FLAGS = {
+    "@aws-cdk/aws-apigateway:disableCloudWatchRole": True,
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+}

@@ -1,0 +1,116 @@
+"""The API function (runtime package + dependency layer, prebuilt by layers/build_layer.py) and the
+gateway's bearer authorizer."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from laya_serverless import settings as env
+
+from . import constants as c
+from .config import DeployConfig
+from .storage import ApiKeySecret, ArtifactBucket
+from .suppressions import RUNTIME, acknowledge
+
+_ARCH = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
+_RUNTIME = lambda_.Runtime.PYTHON_3_12
+
+
+def _log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
+    return logs.LogGroup(scope, construct_id, retention=logs.RetentionDays.ONE_MONTH,
+                         removal_policy=RemovalPolicy.DESTROY)
+
+
+def _role(scope: Construct, construct_id: str, log_group: logs.LogGroup) -> iam.Role:
+    """An execution role that may write to its own log group and nothing else (yet)."""
+    role = iam.Role(scope, construct_id, assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    role.add_to_policy(iam.PolicyStatement(
+        actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+        resources=[log_group.log_group_arn],   # the ARN CloudFormation returns already ends in :*
+    ))
+    return role
+
+
+def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret | None) -> dict[str, str]:
+    """The function's environment, keyed by the names the runtime's `Settings` reads."""
+    environment = {
+        env.STORE: store_uri,
+        env.DEPLOYED: config.deployed,
+        env.TARGET: config.target,
+        env.CACHE_DIR: c.LAMBDA_CACHE_DIR,
+        env.THREADS: str(config.threads),
+        env.JEV_STRICT: "1" if config.jev_strict else "0",
+        # REST API events carry the resource path (prefix included, stage not): Mangum strips the
+        # prefix; the public URL adds the stage, which is what the docs' links must start with.
+        env.API_BASE_PATH: config.prefix or "/",
+        env.ROOT_PATH: "/%s%s" % (config.stage, config.prefix),
+    }
+    if secret is not None:
+        environment[env.API_KEY_SECRET] = secret.secret.secret_arn
+    return environment
+
+
+class ApiFunction(Construct):
+    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, artifacts: ArtifactBucket,
+                 secret: ApiKeySecret | None) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = _log_group(self, "Logs")
+        role = _role(self, "Role", self.log_group)
+        layer = lambda_.LayerVersion(
+            self, "Dependencies",
+            code=lambda_.Code.from_asset(str(config.layer_asset)),
+            compatible_runtimes=[_RUNTIME],
+            compatible_architectures=[_ARCH[config.arch]],
+            description="onnxruntime, tokenizers, numpy, fastapi, mangum (manylinux, %s)" % config.arch,
+        )
+        self.function = lambda_.Function(
+            self, "Function",
+            runtime=_RUNTIME,
+            architecture=_ARCH[config.arch],
+            handler=c.HANDLER,
+            code=lambda_.Code.from_asset(str(config.function_asset)),
+            layers=[layer],
+            memory_size=config.memory_mb,
+            timeout=Duration.seconds(config.timeout_s),
+            reserved_concurrent_executions=config.reserved_concurrency,
+            environment=api_environment(config, artifacts.store_uri, secret),
+            role=role,
+            log_group=self.log_group,
+            # JSON platform logs carry initDurationMs, which the cold-start alarm reads.
+            logging_format=lambda_.LoggingFormat.JSON,
+            description="laya-serverless Jev API (artifacts fetched and verified at INIT)",
+        )
+        for statement in artifacts.read_statements():
+            role.add_to_policy(statement)
+        acknowledge(self.function, RUNTIME)
+        acknowledge(role, artifacts.artifact_objects_finding())
+        if secret is not None:
+            secret.grant_read(role)
+
+
+class BearerAuthorizerFunction(Construct):
+    """A small function that compares the Authorization header with the key in Secrets Manager."""
+
+    def __init__(self, scope: Construct, construct_id: str, secret: ApiKeySecret) -> None:
+        super().__init__(scope, construct_id)
+        log_group = _log_group(self, "Logs")
+        role = _role(self, "Role", log_group)
+        self.function = lambda_.Function(
+            self, "Function",
+            runtime=_RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,   # stdlib + boto3 only: the cheaper architecture
+            handler=c.AUTHORIZER_HANDLER,
+            code=lambda_.Code.from_asset(str(c.AUTHORIZER_DIR)),
+            memory_size=c.AUTHORIZER_MEMORY_MB,
+            timeout=Duration.seconds(c.AUTHORIZER_TIMEOUT_S),
+            environment={"LAYA_API_KEY_SECRET_ARN": secret.secret.secret_arn},
+            role=role,
+            log_group=log_group,
+            description="laya-serverless bearer authorizer",
+        )
+        secret.grant_read(role)
+        acknowledge(self.function, RUNTIME)

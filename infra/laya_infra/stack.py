@@ -1,0 +1,30 @@
+"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from .api import DecisionApi
+from .config import DeployConfig
+from .functions import ApiFunction
+from .monitoring import Alarms
+from .storage import ApiKeySecret, ArtifactBucket
+
+
+class LayaServerlessStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, **kwargs: object) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        artifacts = ArtifactBucket(self, "Artifacts", config)
+        secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
+        function = ApiFunction(self, "Api", config, artifacts, secret)
+        api = DecisionApi(self, "Gateway", config, function.function, secret)
+        Alarms(self, "Alarms", config, function.function, function.log_group)
+
+        CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the Jev API (prefix included)")
+        CfnOutput(self, "ArtifactBucketName", value=artifacts.bucket.bucket_name)
+        CfnOutput(self, "ArtifactStore", value=artifacts.store_uri,
+                  description="Publish artifacts here: laya-artifacts publish ARTIFACT_DIR --store <this>")
+        if secret is not None:
+            CfnOutput(self, "ApiKeySecretArn", value=secret.secret.secret_arn,
+                      description="aws secretsmanager get-secret-value --secret-id <this> gives the bearer key")

@@ -1,0 +1,39 @@
+"""cdk-nag (AwsSolutions) findings this design accepts, each acknowledged where it arises, with its reason."""
+
+from __future__ import annotations
+
+from aws_cdk import Acknowledgment, Validations
+from constructs import IConstruct
+
+Acknowledgement = tuple[str, str]
+
+RUNTIME = ("AwsSolutions-L1",
+           "Python 3.12 on purpose: the dependency layer is built and smoke-imported for 3.12 "
+           "(onnxruntime wheels); a newer runtime is a rebuild and re-test, not a flag")
+API_KEY_ROTATION = ("AwsSolutions-SMG4",
+                    "A static bearer key shared with API clients; rotating it on a schedule would lock "
+                    "them out. Operators rotate it by hand (README, deploy section)")
+ARTIFACT_OBJECTS = ("Artifact ids are content hashes known only after publishing, so read access is scoped to "
+                    "the artifacts/ key prefix of the artifact store (GetObject only); pointers are exact keys")
+NO_COGNITO = ("AwsSolutions-COG4",
+              "The Jev protocol authenticates with a bearer API key, checked by the TOKEN authorizer")
+OPEN_HEALTH = ("AwsSolutions-APIG4",
+               "GET /health must stay open (protocol section 2); the app reduces its payload without the key")
+NO_EXECUTION_LOGS = ("AwsSolutions-APIG6",
+                     "Access logs are on; execution logging needs the account-wide API Gateway CloudWatch role, "
+                     "which one app's stack should not take over")
+NO_WAF = ("AwsSolutions-APIG3",
+          "WAF is an account-level choice with its own cost; stage throttling and the authorizer are in place")
+NO_REQUEST_MODELS = ("AwsSolutions-APIG2",
+                     "The app validates every body with the protocol's exact errors; a gateway model would answer "
+                     "malformed requests differently from upstream")
+NO_AUTH = ("AwsSolutions-APIG4", "Deployed with -c auth=false: an open API was asked for explicitly")
+
+
+def acknowledge(construct: IConstruct, *items: Acknowledgement) -> None:
+    for rule, reason in items:
+        Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def artifact_prefix_rule(resource: str) -> Acknowledgement:
+    return ("AwsSolutions-IAM5[Resource::%s]" % resource, ARTIFACT_OBJECTS)

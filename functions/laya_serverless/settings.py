@@ -29,7 +29,7 @@ IDLE_UNLOAD_SECONDS = "LAYA_IDLE_UNLOAD_SECONDS"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
 # The deployment's own: where artifacts live and which checkpoints are served.
 STORE = "LAYA_STORE"
-DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g. "english=minilm"
+DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g. "english=demo"
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
@@ -83,7 +83,7 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 8000
     store: str = ".laya-store"
-    deployed: dict[str, str] = field(default_factory=lambda: {"english": "minilm"})
+    deployed: dict[str, str] = field(default_factory=lambda: {"english": "demo"})
     target: str = "cpu-int8"
     cache_dir: str | None = None
     api_base_path: str = "/"
@@ -116,7 +116,7 @@ class Settings:
         except ValueError:
             idle = 0.0
         idle = idle if math.isfinite(idle) and idle > 0 else 0.0
-        deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "minilm"}
+        deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "demo"}
         default_model = (env.get(DEFAULT_MODEL) or "").strip().lower() or (
             "multilingual" if "multilingual" in deployed else next(iter(deployed)))
         return cls(

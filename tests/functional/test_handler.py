@@ -136,3 +136,21 @@ def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], m
         assert _body(response) == {"detail": "invalid or missing bearer token"}
         with pytest.raises(SettingsError, match=API_KEY_SECRET):
             make_handler(dict(deployed, **{API_KEY_SECRET: arn + "-missing"}), secrets_client=client)
+
+
+def test_docs_under_a_prefix_link_to_the_public_url(environ: dict[str, str]) -> None:
+    """What the stack sets with `-c prefix=/laya -c auth=false`: the app routes `/laya/...` and its
+    OpenAPI document and Swagger page point at `/prod/laya/...`, the URL a browser sees."""
+    from laya_serverless.settings import API_KEY, ROOT_PATH
+
+    open_api = {k: v for k, v in environ.items() if k != API_KEY} | {ROOT_PATH: "/prod/laya"}
+    handler = make_handler(open_api)
+    event = _event("rest-v1-systemone-base64-base-path.json")
+    event.update(httpMethod="GET", body=None, isBase64Encoded=False, path="/laya/openapi.json")
+    document = handler(event, lambda_context())
+    assert document["statusCode"] == 200
+    assert _body(document)["servers"] == [{"url": "/prod/laya"}]
+    assert "/v1/systemone" in _body(document)["paths"]
+    event.update(path="/laya/docs")
+    page = handler(event, lambda_context())
+    assert page["statusCode"] == 200 and "/prod/laya/openapi.json" in page["body"]

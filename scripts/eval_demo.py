@@ -1,0 +1,60 @@
+"""Evaluate the demo model on the hand-written cases in demo/eval_cases.jsonl (never generated).
+
+    python scripts/eval_demo.py                       # what the quickstart serves: demo/cpu-int8 from .laya-store
+    python scripts/eval_demo.py --artifact DIR        # any built artifact (verified before use)
+    python scripts/eval_demo.py --checkpoint DIR      # upstream laya.Agent (PyTorch FP32) on a checkpoint
+
+Prints a Markdown table (accuracy, top-1, confidence, ECE per type; accuracy per domain) and, with
+--json, writes the graded rows' summary there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    from laya_artifacts.demo import DEMO_NAME, load_eval_cases
+    from laya_artifacts.demo_eval import grade_cases, summary, table
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--artifact", type=Path, help="a built artifact directory")
+    source.add_argument("--checkpoint", type=Path, help="a Laya checkpoint, run by upstream laya on PyTorch")
+    parser.add_argument("--store", type=Path, default=ROOT / ".laya-store", help="local store (default .laya-store)")
+    parser.add_argument("--target", default="cpu-int8")
+    parser.add_argument("--cases", type=Path, default=None, help="JSON-lines cases (default demo/eval_cases.jsonl)")
+    parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
+    args = parser.parse_args(argv)
+
+    if args.checkpoint:
+        import laya
+
+        agent = laya.Agent(str(args.checkpoint), device="cpu")
+        predict, what = agent.predict, "upstream laya (PyTorch FP32) on %s" % args.checkpoint
+    else:
+        from laya_serverless import Decider
+
+        if args.artifact:
+            decider = Decider.from_artifact(args.artifact)
+            what = "artifact %s" % args.artifact
+        else:
+            decider = Decider.from_store(args.store, DEMO_NAME, args.target, cache_dir=ROOT / ".cache" / "serving")
+            what = "%s/%s from %s" % (DEMO_NAME, args.target, args.store)
+        predict = decider.predict
+    cases = load_eval_cases(args.cases)
+    graded = grade_cases(predict, cases)
+    print("# %d hand-written cases, %d questions — %s\n" % (len(cases), len(graded), what))
+    print(table(graded))
+    if args.json:
+        args.json.write_text(json.dumps({"model": what, "summary": summary(graded)}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

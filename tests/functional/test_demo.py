@@ -1,0 +1,116 @@
+"""The demo checkpoint: generator, training pieces (a few real steps), assembly from the shipped head."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from laya_artifacts import demo
+from laya_artifacts import demo_train as dt
+from laya_artifacts.demo_data import generate
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_generator_is_deterministic_and_well_formed():
+    first, again, other = generate(300, 7), generate(300, 7), generate(300, 8)
+    assert first == again and first != other
+    domains = {e.domain.split("-")[0] for e in first}
+    assert {"ticket", "review", "moderation", "routing", "conversation"} <= domains
+    for example in first:
+        q = example.question
+        k = 2 if q["t"] == "noul" else len(q["crit"])
+        assert len(example.target) == k and 2 <= k <= 8
+        assert abs(sum(example.target) - 1.0) < 1e-9
+    assert {type(e.state) for e in first} >= {str, dict, list}
+
+
+def test_no_hand_written_case_comes_from_the_generator():
+    recipe = dt.TrainSettings()
+    generated = {json.dumps(e.state, sort_keys=True) for e in generate(recipe.n_worlds, recipe.seed)}
+    texts = {json.dumps(e.state) for e in generate(recipe.n_worlds, recipe.seed)}
+    cases = demo.load_eval_cases()
+    assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
+    for case in cases:
+        assert json.dumps(case["state"], sort_keys=True) not in generated
+        body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
+        assert not any(body in text for text in texts if len(body) > 20)
+
+
+@pytest.fixture(scope="module")
+def tok_and_model():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(demo.minilm_dir()), demo._model(2)
+
+
+@pytest.mark.parametrize("train_layers", [0, 2])
+def test_cached_states_through_the_trained_part_equal_the_whole_model(tok_and_model, train_layers):
+    import torch
+    from laya.common import collate_items
+
+    tok, model = tok_and_model
+    seqs = dt.build_sequences(tok, generate(6, 3), demo.MAX_LEN, demo.HEAD_MAX_LEN)
+    states = dt.encode_states(model.encoder, seqs, train_layers)
+    batch = dt.collate(seqs, states)
+    with torch.no_grad():
+        ours = dt.head_logits(model, batch["hidden"], batch["attention_mask"], batch["marker_pos"],
+                              batch["marker_mask"], batch["qtype"], train_layers)
+        ref = collate_items([[{"ids": s.ids, "markers": s.markers, "qtype": s.qtype} for s in seqs]], tok.pad_token_id)
+        reference, _ = model(ref["input_ids"], ref["attention_mask"], ref["marker_pos"], ref["marker_mask"],
+                             ref["qtype"])
+    mask = batch["marker_mask"]
+    assert (ours - reference).abs()[mask].max() < 1e-3   # the cache is fp16
+
+
+def test_binding_loss_prefers_markers_that_look_like_their_own_option():
+    import torch
+
+    torch.manual_seed(0)
+    encoded = torch.randn(1, 10, 16)
+    spans = torch.zeros(1, 2, 10)
+    spans[0, 0, 1:3] = 0.5
+    spans[0, 1, 4:6] = 0.5
+    marker_pos, marker_mask = torch.tensor([[0, 3]]), torch.tensor([[True, True]])
+    bound = encoded.clone()
+    bound[0, 0], bound[0, 3] = encoded[0, 1:3].mean(0), encoded[0, 4:6].mean(0)
+    swapped = encoded.clone()
+    swapped[0, 0], swapped[0, 3] = encoded[0, 4:6].mean(0), encoded[0, 1:3].mean(0)
+    assert dt.binding_loss(bound, marker_pos, marker_mask, spans) < 0.01
+    assert dt.binding_loss(swapped, marker_pos, marker_mask, spans) > 5
+
+
+def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
+    """CI's budget: a few real optimizer steps on a handful of worlds, then the shipped-files contract."""
+    import laya
+
+    settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2)
+    meta = demo.train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
+    curve = json.loads((tmp_path / "demo" / "learning_curve.json").read_text())
+    assert [row["epoch"] for row in curve] == [0, 1] and curve[1]["train_loss"] > 0
+    assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
+    assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])
+    shutil.copy(demo.DEMO_DIR / demo.EVAL_CASES_FILE, tmp_path / "demo" / demo.EVAL_CASES_FILE)
+    checkpoint = demo.assemble_demo(tmp_path / "checkpoint", tmp_path / "demo")
+    agent = laya.Agent(str(checkpoint), device="cpu")
+    answer = agent.predict("The app crashes on start.", {"t": {"type": "noul", "instructions": "Is it a bug?"}})
+    assert 0.0 <= answer["answers"]["t"]["noul"] <= 1.0
+
+
+def test_assembly_refuses_a_tampered_head_or_a_different_encoder(tmp_path, monkeypatch):
+    shipped = tmp_path / "demo"
+    shutil.copytree(demo.DEMO_DIR, shipped)
+    head = shipped / demo.HEAD_FILE
+    head.write_bytes(head.read_bytes()[:-1] + bytes([head.read_bytes()[-1] ^ 1]))
+    with pytest.raises(demo.DemoError, match="does not match the sha256"):
+        demo.assemble_demo(tmp_path / "out", shipped)
+    shutil.copy(demo.DEMO_DIR / demo.HEAD_FILE, head)
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(b"not the MiniLM weights")
+    monkeypatch.setattr(demo, "encoder_weights", lambda: other)
+    with pytest.raises(demo.DemoError, match="not the one the demo head was trained on"):
+        demo.assemble_demo(tmp_path / "out", shipped)
+    assert not (tmp_path / "out").exists()

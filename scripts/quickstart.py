@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 STORE = ROOT / ".laya-store"
-TARGET = "cpu-int8"
+TARGET, FALLBACK_TARGET = "cpu-int8", "cpu-fp32"
 PUBLISHED_MARK = CACHE / "demo-published.json"
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}
@@ -37,8 +37,9 @@ def say(message: str) -> None:
     print("[quickstart %5.1fs] %s" % (time.perf_counter() - _started, message), file=sys.stderr, flush=True)
 
 
-def ensure_published() -> None:
-    from laya_artifacts.build import build_artifact
+def ensure_published() -> str:
+    """Publish the demo once per shipped head; returns the target served (int8 unless its gate refused it)."""
+    from laya_artifacts.build import GateFailed
     from laya_artifacts.demo import CONFIG_FILE, DEMO_DIR, DEMO_NAME, assemble_demo
     from laya_artifacts.publish import publish
     from laya_serverless.store import LocalStore, pointer_key
@@ -46,30 +47,47 @@ def ensure_published() -> None:
     head_sha = json.loads((DEMO_DIR / CONFIG_FILE).read_text())["head_sha256"]
     store = LocalStore(STORE)
     mark = json.loads(PUBLISHED_MARK.read_text()) if PUBLISHED_MARK.is_file() else {}
-    if store.read(pointer_key(DEMO_NAME, TARGET)) is not None and mark.get("head_sha256") == head_sha:
-        say("step 1-3/4: %s/%s is already published in %s (head %s)" % (DEMO_NAME, TARGET, STORE, head_sha[:12]))
-        return
+    served = mark.get("target", TARGET)
+    if store.read(pointer_key(DEMO_NAME, served)) is not None and mark.get("head_sha256") == head_sha:
+        say("step 1-3/4: %s/%s is already published in %s (head %s)" % (DEMO_NAME, served, STORE, head_sha[:12]))
+        return served
     checkpoint = CACHE / "checkpoints" / ("%s-%s" % (DEMO_NAME, head_sha[:12]))
     say("step 1/4: assembling the demo checkpoint in %s" % checkpoint)
     if not (checkpoint / "rl_agent_config.json").is_file():
         assemble_demo(checkpoint, progress=say)
     say("step 2/4: building the %s artifact: export, int8 quantization, parity gate vs PyTorch FP32" % TARGET)
-    artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, TARGET, time.time()))
-    build_artifact(checkpoint, TARGET, artifact, name=DEMO_NAME, progress=say)
+    served = TARGET
+    try:
+        artifact = build(checkpoint, TARGET)
+    except GateFailed as exc:
+        # This CPU's int8 kernels moved answers past the gate: serve exact FP32 rather than nothing.
+        say("the %s gate refused every int8 recipe on this CPU (%s); building %s instead"
+            % (TARGET, str(exc).splitlines()[0], FALLBACK_TARGET))
+        served, artifact = FALLBACK_TARGET, build(checkpoint, FALLBACK_TARGET)
     say("step 3/4: publishing to %s" % STORE)
     publish(artifact, store, say)
     PUBLISHED_MARK.parent.mkdir(parents=True, exist_ok=True)
-    PUBLISHED_MARK.write_text(json.dumps({"head_sha256": head_sha}) + "\n")
+    PUBLISHED_MARK.write_text(json.dumps({"head_sha256": head_sha, "target": served}) + "\n")
+    return served
+
+
+def build(checkpoint: Path, target: str) -> Path:
+    from laya_artifacts.build import build_artifact
+    from laya_artifacts.demo import DEMO_NAME
+
+    artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, target, time.time()))
+    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, progress=say)
+    return artifact
 
 
 def main() -> int:
     from laya_artifacts.demo import DEMO_NAME
 
-    ensure_published()
+    target = ensure_published()
     if "--once" in sys.argv[1:]:
         from laya_serverless import Decider
 
-        decider = Decider.from_store(STORE, DEMO_NAME, TARGET, cache_dir=CACHE / "serving")
+        decider = Decider.from_store(STORE, DEMO_NAME, target, cache_dir=CACHE / "serving")
         result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
         say("loaded from the store (verified) and answered")
         print(json.dumps(result, ensure_ascii=False, indent=2))
@@ -79,7 +97,8 @@ def main() -> int:
     os.environ.setdefault("LAYA_STORE", str(STORE))
     os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
     os.environ.setdefault("LAYA_CACHE_DIR", str(CACHE / "serving"))
-    say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, TARGET))
+    os.environ.setdefault("LAYA_TARGET", target)
+    say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
     return serve(["serve"])
 
 

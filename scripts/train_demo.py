@@ -37,9 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-layers", type=int, default=defaults.train_layers,
                         help="top encoder layers trained with the head (0: encoder fully frozen)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup_steps, help="warmup steps")
+    parser.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate of the head")
+    parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
-                       train_layers=args.train_layers, warmup_steps=args.warmup,
+                       train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
+                       resume_from=str(args.resume_from) if args.resume_from else None,
                        val_worlds=min(defaults.val_worlds, max(50, args.worlds // 5)))
     train_demo(args.out, settings, progress=say)
     say("wrote %s" % ", ".join(sorted(p.name for p in args.out.iterdir())))

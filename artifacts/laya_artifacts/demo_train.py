@@ -49,6 +49,7 @@ class TrainSettings:
     train_layers: int = 2
     encoder_lr_factor: float = 0.3
     binding_weight: float = 1.0
+    resume_from: str | None = None    # a previous run's output folder: continue from its weights
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

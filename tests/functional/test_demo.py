@@ -89,12 +89,18 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
 
     settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2)
     meta = demo.train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
-    curve = json.loads((tmp_path / "demo" / "learning_curve.json").read_text())
-    assert [row["epoch"] for row in curve] == [0, 1] and curve[1]["train_loss"] > 0
+    curve = json.loads((tmp_path / "demo" / "learning_curve.json").read_text())   # one list per stage
+    [stage] = curve
+    assert [row["epoch"] for row in stage] == [0, 1] and stage[1]["train_loss"] > 0
+    assert "| 1 |" in (tmp_path / "demo" / "training_report.md").read_text()
     assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
     assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])
-    shutil.copy(demo.DEMO_DIR / demo.EVAL_CASES_FILE, tmp_path / "demo" / demo.EVAL_CASES_FILE)
-    checkpoint = demo.assemble_demo(tmp_path / "checkpoint", tmp_path / "demo")
+    second = demo.train_demo(tmp_path / "stage2", replace(settings, seed=1, resume_from=str(tmp_path / "demo")),
+                             progress=lambda _m: None)
+    assert second["resumed_from_head_sha256"] == meta["head_sha256"]
+    assert len(json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())) == 2
+    assert "## stage 2" in (tmp_path / "stage2" / "training_report.md").read_text()
+    checkpoint = demo.assemble_demo(tmp_path / "checkpoint", tmp_path / "stage2")
     agent = laya.Agent(str(checkpoint), device="cpu")
     answer = agent.predict("The app crashes on start.", {"t": {"type": "noul", "instructions": "Is it a bug?"}})
     assert 0.0 <= answer["answers"]["t"]["noul"] <= 1.0

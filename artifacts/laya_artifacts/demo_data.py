@@ -299,6 +299,23 @@ def _noul(instruction: str, holds: bool) -> tuple[dict, list[float]]:
     return {"t": "noul", "ins": instruction, "crit": None}, _one_hot(2, int(holds))
 
 
+RESTATEMENTS = ["Is this about %s?", "Is this %s?", "Would you classify this as %s?", "Does this belong to %s?",
+                "Is it a matter of %s?", "Should this be labelled %s?", "%s?"]
+
+
+def _restated(rng: random.Random, state: Any, question: dict[str, Any], index: int, domain: str) -> Example:
+    """A yes/no question that names one option of a choice question (the right one half the time).
+
+    Ties noul to the same option-versus-state matching that choice learns, with as many
+    phrasings as the choice questions have labels and descriptions."""
+    labels = list(question["crit"])
+    picked = index if rng.random() < 0.5 else rng.choice([i for i in range(len(labels)) if i != index] or [index])
+    desc = question["crit"][labels[picked]]
+    named = "%s (%s)" % (labels[picked], desc) if desc and rng.random() < 0.5 else labels[picked]
+    q, target = _noul(rng.choice(RESTATEMENTS) % named, picked == index)
+    return Example(state, q, target, domain + "-restated")
+
+
 def _ticket(rng: random.Random) -> Iterator[Example]:
     topic = rng.choice(list(TOPIC_TEXT))
     urgency = rng.randint(0, 3)
@@ -328,6 +345,7 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
     if made:
         q, index = made
         yield Example(state, q, _one_hot(len(q["crit"]), index), "ticket-topic")
+        yield _restated(rng, state, q, index, "ticket-topic")
     scale = rng.choice(URGENCY_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
                   _ordinal_target(len(scale), urgency / 3), "ticket-urgency")
@@ -343,8 +361,9 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
         order = list(names)
         rng.shuffle(order)
         crit = {names[o]: None for o in order}
-        yield Example(state, {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": crit},
-                      _one_hot(3, order.index(tone)), "ticket-sentiment")
+        q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": crit}
+        yield Example(state, q, _one_hot(3, order.index(tone)), "ticket-sentiment")
+        yield _restated(rng, state, q, order.index(tone), "ticket-sentiment")
 
 
 def _review(rng: random.Random) -> Iterator[Example]:
@@ -371,6 +390,7 @@ def _comment(rng: random.Random) -> Iterator[Example]:
     if made:
         q, index = made
         yield Example(state, q, _one_hot(len(q["crit"]), index), "moderation")
+        yield _restated(rng, state, q, index, "moderation")
     fact = rng.choice(list(MODERATION_NOUL))
     holds = kind != "ok" if fact == "remove" else kind == fact
     q, target = _noul(rng.choice(MODERATION_NOUL[fact]), holds)
@@ -384,6 +404,7 @@ def _internal(rng: random.Random) -> Iterator[Example]:
     if made:
         q, index = made
         yield Example(state, q, _one_hot(len(q["crit"]), index), "routing")
+        yield _restated(rng, state, q, index, "routing")
     other = rng.choice([d for d in DEPARTMENT_TEXT if d != dept]) if rng.random() < 0.5 else dept
     label = DEPARTMENT_LABELS[other][0][0]
     q, target = _noul(rng.choice(["Is this a matter for %s?", "Should %s handle this?"]) % label, other == dept)
@@ -403,6 +424,7 @@ def _conversation(rng: random.Random) -> Iterator[Example]:
     if made:
         q, index = made
         yield Example(turns, q, _one_hot(len(q["crit"]), index), "conversation-topic")
+        yield _restated(rng, turns, q, index, "conversation-topic")
 
 
 def _render(rng: random.Random, text: str, kind: str) -> Any:

@@ -36,9 +36,9 @@ QTYPE_INDEX = {"choice": 0, "score": 1, "noul": 2}
 @dataclass(frozen=True)
 class TrainSettings:
     seed: int = 0
-    n_worlds: int = 5000
+    n_worlds: int = 4000
     val_worlds: int = 600
-    epochs: int = 6
+    epochs: int = 5
     batch_size: int = 32
     lr: float = 1e-3
     warmup_steps: int = 100

@@ -104,10 +104,10 @@ class BearerAuthorizerFunction(Construct):
             runtime=_RUNTIME,
             architecture=lambda_.Architecture.ARM_64,   # stdlib + boto3 only: the cheaper architecture
             handler=c.AUTHORIZER_HANDLER,
-            code=lambda_.Code.from_asset(str(c.AUTHORIZER_DIR)),
+            code=lambda_.Code.from_asset(str(c.AUTHORIZER_DIR), exclude=["__pycache__", "*.pyc"]),
             memory_size=c.AUTHORIZER_MEMORY_MB,
             timeout=Duration.seconds(c.AUTHORIZER_TIMEOUT_S),
-            environment={"LAYA_API_KEY_SECRET_ARN": secret.secret.secret_arn},
+            environment={env.API_KEY_SECRET: secret.secret.secret_arn},   # the name authorizer.py reads
             role=role,
             log_group=log_group,
             description="laya-serverless bearer authorizer",

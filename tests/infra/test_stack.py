@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,6 +177,11 @@ def test_decision_routes_need_the_authorizer_and_health_does_not(synth):
         assert "AuthorizerId" in routes[("POST", path)]
     assert routes[("GET", "/health")]["AuthorizationType"] == "NONE"
     assert "AuthorizerId" not in routes[("GET", "/health")]
+    [authorizer] = [r["Properties"] for r in resources(raw, "AWS::Lambda::Function").values()
+                    if r["Properties"]["Handler"] == "authorizer.handler"]
+    source = (Path(__file__).resolve().parents[2] / "functions" / "gateway_authorizer" / "authorizer.py").read_text()
+    assert 'SECRET_ENV = "%s"' % env.API_KEY_SECRET in source
+    assert set(authorizer["Environment"]["Variables"]) == {env.API_KEY_SECRET}
     template.has_resource_properties("AWS::SecretsManager::Secret", {
         "GenerateSecretString": Match.object_like({"PasswordLength": 48, "ExcludePunctuation": True})})
 

@@ -64,7 +64,7 @@ def eval_examples(cases: list[dict[str, Any]]) -> list[Any]:
     """The hand-written cases as generator-style examples (internal question + one-hot target)."""
     from laya.train import to_internal
 
-    from .demo_data import Example, _one_hot
+    from .demo_data import Example, one_hot
 
     out = []
     for case in cases:
@@ -77,7 +77,7 @@ def eval_examples(cases: list[dict[str, Any]]) -> list[Any]:
                 index = int(expected)
             else:
                 index = int(bool(expected))
-            out.append(Example(case["state"], q, _one_hot(len(q["crit"]) if q["t"] != "noul" else 2, index),
+            out.append(Example(case["state"], q, one_hot(len(q["crit"]) if q["t"] != "noul" else 2, index),
                                case["domain"]))
     return out
 

@@ -256,7 +256,7 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _one_hot(k: int, i: int) -> list[float]:
+def one_hot(k: int, i: int) -> list[float]:
     return [1.0 if j == i else 0.0 for j in range(k)]
 
 
@@ -296,7 +296,7 @@ def _choice_question(rng: random.Random, answer: str, pools: dict[str, list], in
 
 
 def _noul(instruction: str, holds: bool) -> tuple[dict, list[float]]:
-    return {"t": "noul", "ins": instruction, "crit": None}, _one_hot(2, int(holds))
+    return {"t": "noul", "ins": instruction, "crit": None}, one_hot(2, int(holds))
 
 
 RESTATEMENTS = ["Is this about %s?", "Is this %s?", "Would you classify this as %s?", "Does this belong to %s?",
@@ -344,7 +344,7 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
                             TOPIC_FALLBACK.get(topic))
     if made:
         q, index = made
-        yield Example(state, q, _one_hot(len(q["crit"]), index), "ticket-topic")
+        yield Example(state, q, one_hot(len(q["crit"]), index), "ticket-topic")
         yield _restated(rng, state, q, index, "ticket-topic")
     scale = rng.choice(URGENCY_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
@@ -362,7 +362,7 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
         rng.shuffle(order)
         crit = {names[o]: None for o in order}
         q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": crit}
-        yield Example(state, q, _one_hot(3, order.index(tone)), "ticket-sentiment")
+        yield Example(state, q, one_hot(3, order.index(tone)), "ticket-sentiment")
         yield _restated(rng, state, q, order.index(tone), "ticket-sentiment")
 
 
@@ -389,7 +389,7 @@ def _comment(rng: random.Random) -> Iterator[Example]:
     made = _choice_question(rng, kind, MODERATION_LABELS, MODERATION_INSTRUCTIONS)
     if made:
         q, index = made
-        yield Example(state, q, _one_hot(len(q["crit"]), index), "moderation")
+        yield Example(state, q, one_hot(len(q["crit"]), index), "moderation")
         yield _restated(rng, state, q, index, "moderation")
     fact = rng.choice(list(MODERATION_NOUL))
     holds = kind != "ok" if fact == "remove" else kind == fact
@@ -403,7 +403,7 @@ def _internal(rng: random.Random) -> Iterator[Example]:
     made = _choice_question(rng, dept, DEPARTMENT_LABELS, DEPARTMENT_INSTRUCTIONS)
     if made:
         q, index = made
-        yield Example(state, q, _one_hot(len(q["crit"]), index), "routing")
+        yield Example(state, q, one_hot(len(q["crit"]), index), "routing")
         yield _restated(rng, state, q, index, "routing")
     other = rng.choice([d for d in DEPARTMENT_TEXT if d != dept]) if rng.random() < 0.5 else dept
     label = DEPARTMENT_LABELS[other][0][0]
@@ -423,7 +423,7 @@ def _conversation(rng: random.Random) -> Iterator[Example]:
                             TOPIC_FALLBACK.get(topic))
     if made:
         q, index = made
-        yield Example(turns, q, _one_hot(len(q["crit"]), index), "conversation-topic")
+        yield Example(turns, q, one_hot(len(q["crit"]), index), "conversation-topic")
         yield _restated(rng, turns, q, index, "conversation-topic")
 
 

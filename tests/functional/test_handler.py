@@ -109,8 +109,9 @@ def test_start_api_front_turns_requests_into_events(environ: dict[str, str]) -> 
     assert missing.status_code == 404
 
 
-def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], monkeypatch) -> None:
+def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], monkeypatch, main_thread_loop) -> None:
     """What the CDK stack deploys: no LAYA_API_KEY in the environment, only the secret's ARN."""
+    asyncio.set_event_loop(main_thread_loop)   # an earlier test's asyncio.run() unset it; Mangum would leak a new one
     import boto3
     from moto import mock_aws
 
@@ -138,11 +139,12 @@ def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], m
             make_handler(dict(deployed, **{API_KEY_SECRET: arn + "-missing"}), secrets_client=client)
 
 
-def test_docs_under_a_prefix_link_to_the_public_url(environ: dict[str, str]) -> None:
+def test_docs_under_a_prefix_link_to_the_public_url(environ: dict[str, str], main_thread_loop) -> None:
     """What the stack sets with `-c prefix=/laya -c auth=false`: the app routes `/laya/...` and its
     OpenAPI document and Swagger page point at `/prod/laya/...`, the URL a browser sees."""
     from laya_serverless.settings import API_KEY, ROOT_PATH
 
+    asyncio.set_event_loop(main_thread_loop)
     open_api = {k: v for k, v in environ.items() if k != API_KEY} | {ROOT_PATH: "/prod/laya"}
     handler = make_handler(open_api)
     event = _event("rest-v1-systemone-base64-base-path.json")

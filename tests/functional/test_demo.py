@@ -30,8 +30,9 @@ def test_the_generator_is_deterministic_and_well_formed():
 
 def test_no_hand_written_case_comes_from_the_generator():
     recipe = dt.TrainSettings()
-    generated = {json.dumps(e.state, sort_keys=True) for e in generate(recipe.n_worlds, recipe.seed)}
-    texts = {json.dumps(e.state) for e in generate(recipe.n_worlds, recipe.seed)}
+    examples = generate(recipe.n_worlds, recipe.seed)
+    generated = {json.dumps(e.state, sort_keys=True) for e in examples}
+    texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
     assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
     for case in cases:

@@ -38,10 +38,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="top encoder layers trained with the head (0: encoder fully frozen)")
     parser.add_argument("--warmup", type=int, default=defaults.warmup_steps, help="warmup steps")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate of the head")
+    parser.add_argument("--data-version", type=int, default=defaults.data_version,
+                        help="synthetic generator version (demo_data.DOMAINS_BY_VERSION)")
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--type-weights", type=float, nargs=3, default=defaults.type_weights,
+                        metavar=("CHOICE", "SCORE", "NOUL"), help="decision-loss weight per question type")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
+                       data_version=args.data_version, batch_size=args.batch_size,
+                       type_weights=tuple(args.type_weights),
                        resume_from=str(args.resume_from) if args.resume_from else None,
                        val_worlds=min(defaults.val_worlds, max(50, args.worlds // 5)))
     train_demo(args.out, settings, progress=say)

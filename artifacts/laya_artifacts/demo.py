@@ -179,8 +179,9 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         progress("%s: %d examples -> %d sequences; encoding with the frozen encoder" % (name, len(examples), len(seqs)))
         return seqs, dt.encode_states(model.encoder, seqs, settings.train_layers, progress=progress)
 
-    train = prepared(generate(settings.n_worlds, settings.seed), "train")
-    val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003), "held-out synthetic")
+    version = settings.data_version
+    train = prepared(generate(settings.n_worlds, settings.seed, version), "train")
+    val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003, version), "held-out synthetic")
     checks = {"val": val}
     cases_path = DEMO_DIR / EVAL_CASES_FILE
     if cases_path.is_file():

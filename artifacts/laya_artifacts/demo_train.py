@@ -49,6 +49,10 @@ class TrainSettings:
     train_layers: int = 2
     encoder_lr_factor: float = 0.3
     binding_weight: float = 1.0
+    data_version: int = 1              # the generator version (demo_data.DOMAINS_BY_VERSION)
+    # Decision-loss weight per question type (choice, score, noul): a later stage can lean on the
+    # types that lag once choice has learned.
+    type_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     resume_from: str | None = None    # a previous run's output folder: continue from its weights
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,9 +183,12 @@ def binding_loss(encoded: torch.Tensor, marker_pos: torch.Tensor, marker_mask: t
     return (loss * marker_mask.reshape(-1)).sum() / marker_mask.sum()
 
 
-def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor, marker_mask: torch.Tensor) -> torch.Tensor:
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor, marker_mask: torch.Tensor,
+                       weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over rows of the cross-entropy against soft targets, each row weighted if `weights` is given."""
     logp = torch.log_softmax(logits, -1)
-    return -(target * logp * marker_mask).sum(-1).mean()
+    per_row = -(target * logp * marker_mask).sum(-1)
+    return per_row.mean() if weights is None else (per_row * weights).sum() / weights.sum()
 
 
 def _batches(seqs: Sequence[TrainRow], batch_size: int, rng: random.Random) -> list[list[int]]:
@@ -257,6 +264,7 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
                                    {"params": top, "lr": settings.lr * settings.encoder_lr_factor}],
                                   weight_decay=settings.weight_decay)
     rng = random.Random(settings.seed)
+    type_weights = torch.tensor(settings.type_weights, dtype=torch.float32)
     steps_per_epoch = math.ceil(len(seqs) / settings.batch_size)
     total = steps_per_epoch * settings.epochs
 
@@ -277,7 +285,7 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
             batch = collate([seqs[i] for i in batch_ids], [states[i] for i in batch_ids])
             logits, encoded = forward(model, batch["hidden"], batch["attention_mask"], batch["marker_pos"],
                                       batch["marker_mask"], batch["qtype"], n)
-            decision = soft_cross_entropy(logits, batch["target"], batch["marker_mask"])
+            decision = soft_cross_entropy(logits, batch["target"], batch["marker_mask"], type_weights[batch["qtype"]])
             binding = binding_loss(encoded, batch["marker_pos"], batch["marker_mask"], batch["spans"])
             loss = decision + settings.binding_weight * binding
             optimizer.zero_grad(set_to_none=True)

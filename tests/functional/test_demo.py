@@ -15,11 +15,14 @@ from laya_artifacts.demo_data import generate
 pytestmark = pytest.mark.slow
 
 
-def test_the_generator_is_deterministic_and_well_formed():
-    first, again, other = generate(300, 7), generate(300, 7), generate(300, 8)
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_generator_is_deterministic_and_well_formed(version):
+    first, again, other = generate(300, 7, version), generate(300, 7, version), generate(300, 8, version)
     assert first == again and first != other
     domains = {e.domain.split("-")[0] for e in first}
     assert {"ticket", "review", "moderation", "routing", "conversation"} <= domains
+    if version == 2:
+        assert {"severity", "message"} <= domains
     for example in first:
         q = example.question
         k = 2 if q["t"] == "noul" else len(q["crit"])
@@ -28,9 +31,17 @@ def test_the_generator_is_deterministic_and_well_formed():
     assert {type(e.state) for e in first} >= {str, dict, list}
 
 
+def test_version_one_is_unchanged_by_version_two_and_unknown_versions_are_refused():
+    assert generate(200, 7) == generate(200, 7, 1)
+    assert generate(200, 7, 1) != generate(200, 7, 2)
+    with pytest.raises(ValueError, match="unknown generator version 3"):
+        generate(10, 0, 3)
+
+
 def test_no_hand_written_case_comes_from_the_generator():
-    recipe = dt.TrainSettings()
-    examples = generate(recipe.n_worlds, recipe.seed)
+    """Against the training worlds of every stage of the shipped head."""
+    recipes = [json.loads((demo.DEMO_DIR / demo.CONFIG_FILE).read_text())["recipe"], dt.TrainSettings().as_dict()]
+    examples = [e for r in recipes for e in generate(r["n_worlds"], r["seed"], r.get("data_version", 1))]
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
@@ -82,6 +93,19 @@ def test_binding_loss_prefers_markers_that_look_like_their_own_option():
     swapped[0, 0], swapped[0, 3] = encoded[0, 4:6].mean(0), encoded[0, 1:3].mean(0)
     assert dt.binding_loss(bound, marker_pos, marker_mask, spans) < 0.01
     assert dt.binding_loss(swapped, marker_pos, marker_mask, spans) > 5
+
+
+def test_type_weights_weigh_each_row_of_the_decision_loss():
+    import torch
+
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0]])
+    target = torch.tensor([[0.0, 1.0], [0.0, 1.0]])   # row 0 wrong, row 1 right
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    plain = dt.soft_cross_entropy(logits, target, mask)
+    assert torch.isclose(plain, dt.soft_cross_entropy(logits, target, mask, torch.tensor([1.0, 1.0])))
+    leaning_on_the_wrong_row = dt.soft_cross_entropy(logits, target, mask, torch.tensor([3.0, 1.0]))
+    rows = -torch.log_softmax(logits, -1)[:, 1]
+    assert torch.isclose(leaning_on_the_wrong_row, (3 * rows[0] + rows[1]) / 4) and leaning_on_the_wrong_row > plain
 
 
 def test_a_short_training_run_writes_an_assemblable_head(tmp_path):

@@ -1,6 +1,7 @@
 """Train the `demo` checkpoint's decision head (build side; torch) and write it to `demo/`.
 
-    python scripts/train_demo.py                      # the shipped recipe (~30 min on 2 cores)
+    python scripts/train_demo.py                      # stage 1 of the shipped head (~45 min on 2 cores)
+    python scripts/train_demo.py --resume-from DIR …  # a later stage; the README lists the shipped three
     python scripts/train_demo.py --worlds 300 --epochs 1 --out /tmp/demo   # a smoke run
 
 Writes `head.safetensors` (the head only, fp16; the encoder is the unchanged PyPI MiniLM),

@@ -264,7 +264,8 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
                                    {"params": top, "lr": settings.lr * settings.encoder_lr_factor}],
                                   weight_decay=settings.weight_decay)
     rng = random.Random(settings.seed)
-    type_weights = torch.tensor(settings.type_weights, dtype=torch.float32)
+    # Equal weights take the plain mean, so a stage-1 run reproduces the weights it shipped with bit for bit.
+    type_weights = None if set(settings.type_weights) == {1.0} else torch.tensor(settings.type_weights)
     steps_per_epoch = math.ceil(len(seqs) / settings.batch_size)
     total = steps_per_epoch * settings.epochs
 
@@ -285,7 +286,8 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
             batch = collate([seqs[i] for i in batch_ids], [states[i] for i in batch_ids])
             logits, encoded = forward(model, batch["hidden"], batch["attention_mask"], batch["marker_pos"],
                                       batch["marker_mask"], batch["qtype"], n)
-            decision = soft_cross_entropy(logits, batch["target"], batch["marker_mask"], type_weights[batch["qtype"]])
+            row_weights = None if type_weights is None else type_weights[batch["qtype"]]
+            decision = soft_cross_entropy(logits, batch["target"], batch["marker_mask"], row_weights)
             binding = binding_loss(encoded, batch["marker_pos"], batch["marker_mask"], batch["spans"])
             loss = decision + settings.binding_weight * binding
             optimizer.zero_grad(set_to_none=True)

@@ -120,8 +120,8 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert "| 1 |" in (tmp_path / "demo" / "training_report.md").read_text()
     assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
     assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])
-    second = demo.train_demo(tmp_path / "stage2", replace(settings, seed=1, resume_from=str(tmp_path / "demo")),
-                             progress=lambda _m: None)
+    stage2 = replace(settings, seed=1, resume_from=str(tmp_path / "demo"), data_version=2, type_weights=(1.0, 3.0, 2.0))
+    second = demo.train_demo(tmp_path / "stage2", stage2, progress=lambda _m: None)
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
     assert len(json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())) == 2
     assert "## stage 2" in (tmp_path / "stage2" / "training_report.md").read_text()

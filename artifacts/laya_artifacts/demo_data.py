@@ -589,16 +589,31 @@ def _render(rng: random.Random, text: str, kind: str) -> Any:
 
 DOMAINS = ((_ticket, 5), (_review, 2), (_comment, 2), (_internal, 2), (_conversation, 2))
 # Version 2 keeps every version-1 world and adds severity tickets, more reviews and text facts.
-DOMAINS_BY_VERSION = {1: DOMAINS,
-                      2: DOMAINS + ((_severity_ticket, 4), (_rated_review, 2), (_message_facts, 3))}
+DOMAINS_V2 = DOMAINS + ((_severity_ticket, 4), (_rated_review, 2), (_message_facts, 3))
+KNOWN_VERSIONS = (1, 2, 3)
+
+
+def domains(version: int) -> tuple:
+    """The (maker, weight) pairs of a generator version."""
+    if version not in KNOWN_VERSIONS:
+        raise ValueError("unknown generator version %r; known: %s" % (version, list(KNOWN_VERSIONS)))
+    if version == 1:
+        return DOMAINS
+    if version == 2:
+        return DOMAINS_V2
+    # Imported here: version 3's module builds on this one's pools and helpers.
+    from . import demo_data_v3 as v3
+
+    # Version 3: version 2 with composed reviews and product descriptions, and message facts never asked twice.
+    kept = tuple(pair for pair in DOMAINS_V2 if pair[0] is not _message_facts)
+    return kept + ((v3.distinct_message_facts, 3), (v3.composed_review, 4), (v3.product_description, 1))
 
 
 def generate(n_worlds: int, seed: int, version: int = 1) -> list[Example]:
     """Examples from `n_worlds` drawn worlds (1-4 questions each); deterministic in `seed` and `version`."""
-    if version not in DOMAINS_BY_VERSION:
-        raise ValueError("unknown generator version %r; known: %s" % (version, sorted(DOMAINS_BY_VERSION)))
+    pairs = domains(version)
     rng = random.Random(seed)
-    makers = [maker for maker, weight in DOMAINS_BY_VERSION[version] for _ in range(weight)]
+    makers = [maker for maker, weight in pairs for _ in range(weight)]
     examples: list[Example] = []
     for _ in range(n_worlds):
         examples.extend(rng.choice(makers)(rng))

@@ -49,7 +49,7 @@ class TrainSettings:
     train_layers: int = 2
     encoder_lr_factor: float = 0.3
     binding_weight: float = 1.0
-    data_version: int = 1              # the generator version (demo_data.DOMAINS_BY_VERSION)
+    data_version: int = 1              # the generator version (demo_data.domains)
     # Decision-loss weight per question type (choice, score, noul): a later stage can lean on the
     # types that lag once choice has learned.
     type_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)

@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import json
+import re
+import runpy
 import shutil
 from dataclasses import replace
 
 import pytest
 
-from laya_artifacts import demo
+from laya_artifacts import demo, demo_data
 from laya_artifacts import demo_train as dt
 from laya_artifacts.demo_data import generate
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_the_generator_is_deterministic_and_well_formed(version):
     first, again, other = generate(300, 7, version), generate(300, 7, version), generate(300, 8, version)
     assert first == again and first != other
     domains = {e.domain.split("-")[0] for e in first}
     assert {"ticket", "review", "moderation", "routing", "conversation"} <= domains
-    if version == 2:
+    if version >= 2:
         assert {"severity", "message"} <= domains
+    if version == 3:
+        assert {"composed", "description"} <= domains
     for example in first:
         q = example.question
         k = 2 if q["t"] == "noul" else len(q["crit"])
@@ -31,16 +35,42 @@ def test_the_generator_is_deterministic_and_well_formed(version):
     assert {type(e.state) for e in first} >= {str, dict, list}
 
 
-def test_version_one_is_unchanged_by_version_two_and_unknown_versions_are_refused():
+def test_earlier_versions_are_unchanged_by_later_ones_and_unknown_versions_are_refused():
     assert generate(200, 7) == generate(200, 7, 1)
-    assert generate(200, 7, 1) != generate(200, 7, 2)
-    with pytest.raises(ValueError, match="unknown generator version 3"):
-        generate(10, 0, 3)
+    assert generate(200, 7, 1) != generate(200, 7, 2) != generate(200, 7, 3)
+    # Version 2 as the shipped stages 2-4 were trained on it: one world asks the same fact twice.
+    v2_facts = [e for e in generate(2000, 3, 2) if e.domain == "message-fact"]
+    assert any(a.state == b.state and a.question == b.question for a, b in zip(v2_facts, v2_facts[1:]))
+    with pytest.raises(ValueError, match="unknown generator version 4"):
+        generate(10, 0, 4)
+
+
+def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_themselves():
+    examples = generate(2000, 3, 3)
+    facts = [e for e in examples if e.domain == "message-fact"]
+    pairs = list(zip(facts[::2], facts[1::2]))
+    assert pairs and all(a.state == b.state and a.question != b.question for a, b in pairs)
+    by_state: dict[str, dict[str, list[float]]] = {}
+    for e in examples:
+        if e.domain.startswith("composed"):
+            by_state.setdefault(json.dumps(e.state), {})[e.domain] = (e.question, e.target)
+    checked = 0
+    for asked in by_state.values():
+        if "composed-sentiment" in asked:
+            (rating_q, rating), (mood_q, mood) = asked["composed-rating"], asked["composed-sentiment"]
+            level = sum(j * p for j, p in enumerate(rating)) / (len(rating) - 1)   # expected level: 0 worst .. 1 best
+            label = list(mood_q["crit"])[mood.index(1.0)]
+            names = next(n for n in demo_data.SENTIMENT_LABELS if set(n.values()) == set(mood_q["crit"]))
+            expected = "positive" if level > 0.6 else "negative" if level < 0.4 else "neutral"
+            assert label == names[expected]
+            checked += 1
+    assert checked > 100
 
 
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table)."""
-    stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2)]   # (worlds, seed, generator version)
+    stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3)]
+    # (worlds, seed, generator version) of stages 1-7
     last = json.loads((demo.DEMO_DIR / demo.CONFIG_FILE).read_text())["recipe"]
     assert (last["n_worlds"], last["seed"], last["data_version"]) == stages[-1]
     assert (dt.TrainSettings().n_worlds, dt.TrainSettings().seed, dt.TrainSettings().data_version) == stages[0]
@@ -53,6 +83,26 @@ def test_no_hand_written_case_comes_from_the_generator():
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
         assert not any(body in text for text in texts if len(body) > 20)
+    # Nor a phrase: no run of six words in a case's text appears in any generated text.
+    generated_runs = {run for e in examples for text in _texts(e.state) for run in _word_runs(text)}
+    shared = {run for case in cases for text in _texts(case["state"]) for run in _word_runs(text)} & generated_runs
+    assert not shared
+
+
+def _texts(state):
+    """The free text in a state: the string itself, a record's string values, a conversation's turns."""
+    if isinstance(state, str):
+        return [state]
+    if isinstance(state, dict):
+        return [text for value in state.values() for text in _texts(value)]
+    if isinstance(state, list):
+        return [text for value in state for text in _texts(value)]
+    return []   # numbers
+
+
+def _word_runs(text, n=6):
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +173,13 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert "| 1 |" in (tmp_path / "demo" / "training_report.md").read_text()
     assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
     assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])
-    stage2 = replace(settings, seed=1, resume_from=str(tmp_path / "demo"), data_version=2, type_weights=(1.0, 3.0, 2.0))
-    second = demo.train_demo(tmp_path / "stage2", stage2, progress=lambda _m: None)
+    # The second stage through the script, as the README's stage table runs it.
+    script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "train_demo.py"))
+    assert script["main"](["--resume-from", str(tmp_path / "demo"), "--seed", "1", "--worlds", "12", "--epochs", "1",
+                           "--warmup", "2", "--data-version", "3", "--type-weights", "1", "3", "2",
+                           "--binding-weight", "0", "--out", str(tmp_path / "stage2")]) == 0
+    second = json.loads((tmp_path / "stage2" / demo.CONFIG_FILE).read_text())
+    assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 3
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
     assert len(json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())) == 2
     assert "## stage 2" in (tmp_path / "stage2" / "training_report.md").read_text()

@@ -13,26 +13,42 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .demo_data import (FACT_QUESTIONS, FACT_SENTENCES, MESSAGE_BODIES, MESSAGE_OPENINGS, RATING_INSTRUCTIONS,
-                        RATING_SCALES, SENTIMENT_INSTRUCTIONS, SENTIMENT_LABELS, Example, _noul, _ordinal_target,
-                        _render, _sentence, one_hot)
+from .demo_data import (
+    FACT_QUESTIONS,
+    FACT_SENTENCES,
+    MESSAGE_BODIES,
+    MESSAGE_OPENINGS,
+    RATING_INSTRUCTIONS,
+    RATING_SCALES,
+    SENTIMENT_INSTRUCTIONS,
+    SENTIMENT_LABELS,
+    Example,
+    _noul,
+    _ordinal_target,
+    _render,
+    _sentence,
+    one_hot,
+)
 
 # Each category: the items, then clauses a reviewer says when it is good and when it is not.
 CATEGORIES = {
     "kitchen": (["toaster", "rice cooker", "air fryer", "stand mixer", "espresso machine", "frying pan", "juicer"],
-                ["the {p} heats up in no time", "cleaning the {p} takes a minute", "the {p} is quiet enough to use at dawn",
+                ["the {p} heats up in no time", "cleaning the {p} takes a minute",
+                 "the {p} is quiet enough to use at dawn",
                  "the results from the {p} are consistent every time", "the {p} feels sturdy and well made",
                  "the controls on the {p} are simple"],
                 ["the {p} started leaking in the second week", "the non-stick coating on the {p} is already peeling",
                  "the {p} rattles like a lawnmower", "the {p} burns everything on the lowest setting",
                  "a part of the {p} snapped off during normal use", "the {p} takes ages to warm up"]),
-    "electronics": (["wireless headset", "bluetooth speaker", "smartwatch", "tablet", "e-reader", "webcam", "power bank"],
+    "electronics": (["wireless headset", "bluetooth speaker", "smartwatch", "tablet", "e-reader", "webcam",
+                     "power bank"],
                     ["the battery on the {p} keeps going for days", "the {p} connected on the first try",
                      "the sound from the {p} is rich and clear", "the screen on the {p} is sharp even in sunlight",
                      "setting up the {p} was painless", "the {p} charges quickly"],
                     ["the {p} drops the connection every few minutes", "the battery on the {p} is flat by lunchtime",
                      "the {p} freezes and needs a restart daily", "the {p} gets uncomfortably hot",
-                     "the audio from the {p} crackles at any volume", "the {p} died just after the return window closed"]),
+                     "the audio from the {p} crackles at any volume",
+                     "the {p} died just after the return window closed"]),
     "stay": (["guesthouse", "resort", "hostel", "holiday flat", "city hotel", "campsite"],
              ["our room at the {p} was bright and immaculate", "the people running the {p} were warm and attentive",
               "the {p} is a short walk from everything", "the beds at the {p} were wonderfully comfortable",
@@ -61,7 +77,8 @@ CATEGORIES = {
                  ["the {p} shrank after a single wash", "the zip on the {p} jammed in the first week",
                   "the {p} is much smaller than the size chart says", "the colour of the {p} ran into my other laundry",
                   "the {p} gave me blisters", "a seam on the {p} split open"]),
-    "software": (["budgeting app", "photo editor", "password manager", "language app", "note-taking app", "VPN service"],
+    "software": (["budgeting app", "photo editor", "password manager", "language app", "note-taking app",
+                  "VPN service"],
                  ["the {p} is intuitive from the start", "the {p} syncs across my devices instantly",
                   "the {p} saves me hours every week", "updates to the {p} keep making it better",
                   "the {p} runs smoothly on my old laptop", "the {p} has every feature I need"],
@@ -175,7 +192,8 @@ DESCRIPTION_FACTS = [
 ]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 DESCRIPTION_NO = ["Is the review positive?", "Is the review negative?", "Is the writer complaining?",
-                  "Is this a complaint?", "Is the writer disappointed?", "Is the writer pleased?", "Is the writer angry?"]
+                  "Is this a complaint?", "Is the writer disappointed?", "Is the writer pleased?",
+                  "Is the writer angry?"]
 DESCRIPTION_YES = ["Is the text about a {p}?", "Does the message describe the {p}?"]
 RELATIVES = ["sister", "father", "flatmate", "office", "grandmother", "son"]
 
@@ -186,8 +204,9 @@ def product_description(rng: random.Random) -> Iterator[Example]:
     item = rng.choice(items)
     facts = rng.sample(DESCRIPTION_FACTS, rng.randint(1, 3))
     text = " ".join(_sentence(f.format(p=item, n=rng.randint(2, 9), w=rng.randint(120, 900), d=rng.choice(DAYS),
-                                       r=rng.choice(RELATIVES), m="%s-%d" % (rng.choice("ABKXZ"), rng.randint(100, 999))))
-                    + "." for f in facts)
+                                       r=rng.choice(RELATIVES),
+                                       m="%s-%d" % (rng.choice("ABKXZ"), rng.randint(100, 999)))) + "."
+                    for f in facts)
     state = _render(rng, text, "message")
     q, target = _sentiment_question(rng, "neutral")
     yield Example(state, q, target, "description-sentiment")

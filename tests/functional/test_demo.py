@@ -40,7 +40,7 @@ def test_earlier_versions_are_unchanged_by_later_ones_and_unknown_versions_are_r
     assert generate(200, 7, 1) != generate(200, 7, 2) != generate(200, 7, 3)
     # Version 2 as the shipped stages 2-4 were trained on it: one world asks the same fact twice.
     v2_facts = [e for e in generate(2000, 3, 2) if e.domain == "message-fact"]
-    assert any(a.state == b.state and a.question == b.question for a, b in zip(v2_facts, v2_facts[1:]))
+    assert any(a.state == b.state and a.question == b.question for a, b in zip(v2_facts, v2_facts[1:], strict=False))
     with pytest.raises(ValueError, match="unknown generator version 4"):
         generate(10, 0, 4)
 
@@ -48,7 +48,7 @@ def test_earlier_versions_are_unchanged_by_later_ones_and_unknown_versions_are_r
 def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_themselves():
     examples = generate(2000, 3, 3)
     facts = [e for e in examples if e.domain == "message-fact"]
-    pairs = list(zip(facts[::2], facts[1::2]))
+    pairs = list(zip(facts[::2], facts[1::2], strict=True))
     assert pairs and all(a.state == b.state and a.question != b.question for a, b in pairs)
     by_state: dict[str, dict[str, list[float]]] = {}
     for e in examples:
@@ -57,7 +57,7 @@ def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_th
     checked = 0
     for asked in by_state.values():
         if "composed-sentiment" in asked:
-            (rating_q, rating), (mood_q, mood) = asked["composed-rating"], asked["composed-sentiment"]
+            (_, rating), (mood_q, mood) = asked["composed-rating"], asked["composed-sentiment"]
             level = sum(j * p for j, p in enumerate(rating)) / (len(rating) - 1)   # expected level: 0 worst .. 1 best
             label = list(mood_q["crit"])[mood.index(1.0)]
             names = next(n for n in demo_data.SENTIMENT_LABELS if set(n.values()) == set(mood_q["crit"]))

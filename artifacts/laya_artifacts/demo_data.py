@@ -357,13 +357,18 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
     q, target = _noul(rng.choice(TICKET_NOUL[fact]), facts[fact])
     yield Example(state, q, target, "ticket-fact")
     if rng.random() < 0.4:
-        names = rng.choice(SENTIMENT_LABELS)
-        order = list(names)
-        rng.shuffle(order)
-        crit = {names[o]: None for o in order}
-        q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": crit}
-        yield Example(state, q, one_hot(3, order.index(tone)), "ticket-sentiment")
-        yield _restated(rng, state, q, order.index(tone), "ticket-sentiment")
+        q, target = sentiment_question(rng, tone)
+        yield Example(state, q, target, "ticket-sentiment")
+        yield _restated(rng, state, q, target.index(1.0), "ticket-sentiment")
+
+
+def sentiment_question(rng: random.Random, label: str) -> tuple[dict, list[float]]:
+    """positive / neutral / negative under drawn names, in shuffled order; `label` is the answer."""
+    names = rng.choice(SENTIMENT_LABELS)
+    order = list(names)
+    rng.shuffle(order)
+    q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": {names[o]: None for o in order}}
+    return q, one_hot(3, order.index(label))
 
 
 def _review(rng: random.Random) -> Iterator[Example]:

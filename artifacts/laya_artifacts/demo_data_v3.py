@@ -20,14 +20,12 @@ from .demo_data import (
     MESSAGE_OPENINGS,
     RATING_INSTRUCTIONS,
     RATING_SCALES,
-    SENTIMENT_INSTRUCTIONS,
-    SENTIMENT_LABELS,
     Example,
     _noul,
     _ordinal_target,
     _render,
     _sentence,
-    one_hot,
+    sentiment_question,
 )
 
 # Each category: the items, then clauses a reviewer says when it is good and when it is not.
@@ -127,14 +125,6 @@ COMPLAINT_NOUL = {"price": ["Does the reviewer complain about the price?", "Is t
 BALANCE = [((0, 0), (2, 3)), ((0, 1), (1, 2)), ((1, 1), (1, 1)), ((1, 2), (1, 1)), ((2, 3), (0, 0))]
 
 
-def _sentiment_question(rng: random.Random, label: str) -> tuple[dict, list[float]]:
-    names = rng.choice(SENTIMENT_LABELS)
-    order = list(names)
-    rng.shuffle(order)
-    q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": {names[o]: None for o in order}}
-    return q, one_hot(3, order.index(label))
-
-
 def composed_review(rng: random.Random) -> Iterator[Example]:
     """A review whose star level sets how many good and bad things it says about the item."""
     stars = rng.randint(0, 4)
@@ -165,7 +155,7 @@ def composed_review(rng: random.Random) -> Iterator[Example]:
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS + MORE_RATING_INSTRUCTIONS),
                           "crit": list(scale)}, _ordinal_target(len(scale), stars / 4), "composed-rating")
     if rng.random() < 0.5:
-        q, target = _sentiment_question(rng, "positive" if stars >= 3 else "negative" if stars <= 1 else "neutral")
+        q, target = sentiment_question(rng, "positive" if stars >= 3 else "negative" if stars <= 1 else "neutral")
         yield Example(state, q, target, "composed-sentiment")
     kind = rng.choice(["polarity", "mention", "complaint"])
     if kind == "polarity" and stars != 2:
@@ -208,7 +198,7 @@ def product_description(rng: random.Random) -> Iterator[Example]:
                                        m="%s-%d" % (rng.choice("ABKXZ"), rng.randint(100, 999)))) + "."
                     for f in facts)
     state = _render(rng, text, "message")
-    q, target = _sentiment_question(rng, "neutral")
+    q, target = sentiment_question(rng, "neutral")
     yield Example(state, q, target, "description-sentiment")
     if rng.random() < 0.3:
         q, target = _noul(rng.choice(DESCRIPTION_YES).format(p=item), True)

@@ -158,7 +158,7 @@ def composed_review(rng: random.Random) -> Iterator[Example]:
         q, target = sentiment_question(rng, "positive" if stars >= 3 else "negative" if stars <= 1 else "neutral")
         yield Example(state, q, target, "composed-sentiment")
     kind = rng.choice(["polarity", "mention", "complaint"])
-    if kind == "polarity" and stars != 2:
+    if kind == "polarity" and stars != 2:   # a mixed review is neither; it gets a complaint question instead
         asked = rng.random() < 0.5
         q, target = _noul(rng.choice(POLARITY_NOUL[asked]), (stars >= 3) == asked)
     elif kind == "mention":

@@ -50,7 +50,7 @@ def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_th
     facts = [e for e in examples if e.domain == "message-fact"]
     pairs = list(zip(facts[::2], facts[1::2], strict=True))
     assert pairs and all(a.state == b.state and a.question != b.question for a, b in pairs)
-    by_state: dict[str, dict[str, list[float]]] = {}
+    by_state: dict[str, dict[str, tuple[dict, list[float]]]] = {}   # state -> domain -> (question, target)
     for e in examples:
         if e.domain.startswith("composed"):
             by_state.setdefault(json.dumps(e.state), {})[e.domain] = (e.question, e.target)

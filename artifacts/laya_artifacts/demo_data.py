@@ -595,7 +595,7 @@ def _render(rng: random.Random, text: str, kind: str) -> Any:
 DOMAINS = ((_ticket, 5), (_review, 2), (_comment, 2), (_internal, 2), (_conversation, 2))
 # Version 2 keeps every version-1 world and adds severity tickets, more reviews and text facts.
 DOMAINS_V2 = DOMAINS + ((_severity_ticket, 4), (_rated_review, 2), (_message_facts, 3))
-KNOWN_VERSIONS = (1, 2, 3)
+KNOWN_VERSIONS = (1, 2, 3, 4)
 
 
 def domains(version: int) -> tuple:
@@ -611,7 +611,13 @@ def domains(version: int) -> tuple:
 
     # Version 3: version 2 with composed reviews and product descriptions, and message facts never asked twice.
     kept = tuple(pair for pair in DOMAINS_V2 if pair[0] is not _message_facts)
-    return kept + ((v3.distinct_message_facts, 3), (v3.composed_review, 4), (v3.product_description, 1))
+    v3_domains = kept + ((v3.distinct_message_facts, 3), (v3.composed_review, 4), (v3.product_description, 1))
+    if version == 3:
+        return v3_domains
+    from . import demo_data_v4 as v4
+
+    # Version 4: version 3 with wide-vocabulary workplace requests, customer messages and forum comments.
+    return v3_domains + ((v4.workplace_request, 5), (v4.customer_message, 5), (v4.forum_comment, 2))
 
 
 def generate(n_worlds: int, seed: int, version: int = 1) -> list[Example]:

@@ -46,11 +46,13 @@ def main(argv: list[str] | None = None) -> int:
                         metavar=("CHOICE", "SCORE", "NOUL"), help="decision-loss weight per question type")
     parser.add_argument("--binding-weight", type=float, default=defaults.binding_weight,
                         help="weight of the marker-binding loss (needed to start; a late stage may drop it)")
+    parser.add_argument("--teacher-questions", type=int, default=defaults.teacher_questions,
+                        help="extra vocabulary-word choice questions labelled by the pretrained encoder (0: none)")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
-                       binding_weight=args.binding_weight,
+                       binding_weight=args.binding_weight, teacher_questions=args.teacher_questions,
                        data_version=args.data_version, batch_size=args.batch_size,
                        type_weights=tuple(args.type_weights),
                        resume_from=str(args.resume_from) if args.resume_from else None,

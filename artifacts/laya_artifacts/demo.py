@@ -180,9 +180,23 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         return seqs, dt.encode_states(model.encoder, seqs, settings.train_layers, progress=progress)
 
     version = settings.data_version
-    train = prepared(generate(settings.n_worlds, settings.seed, version), "train")
+    train_examples = generate(settings.n_worlds, settings.seed, version)
+    teacher_val = None
+    if settings.teacher_questions:
+        from .demo_baseline import SentenceEncoder
+        from .demo_distill import teacher_questions, vocabulary_words
+
+        progress("labelling %d vocabulary-word questions with the pretrained encoder" % settings.teacher_questions)
+        teacher, words = SentenceEncoder(minilm_dir()), vocabulary_words(minilm_dir() / "vocab.txt")
+        train_examples += teacher_questions(words, settings.teacher_questions, settings.seed + 2_000_003, teacher)
+        teacher_val = teacher_questions(words, max(50, settings.teacher_questions // 8), settings.seed + 3_000_003,
+                                        teacher)
+    train = prepared(train_examples, "train")
     val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003, version), "held-out synthetic")
     checks = {"val": val}
+    if teacher_val:
+        # Agreement with the teacher on other draws (the words recur); reported, not used to select.
+        checks["teacher"] = prepared(teacher_val, "teacher check")
     cases_path = DEMO_DIR / EVAL_CASES_FILE
     if cases_path.is_file():
         # Reported per epoch for the learning curve only; nothing is selected on it.

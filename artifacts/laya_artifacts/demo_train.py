@@ -54,6 +54,9 @@ class TrainSettings:
     # types that lag once choice has learned.
     type_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     resume_from: str | None = None    # a previous run's output folder: continue from its weights
+    # Extra choice questions about single vocabulary words, labelled by the pretrained encoder's own
+    # sentence similarity (demo_distill); 0: none.
+    teacher_questions: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

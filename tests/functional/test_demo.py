@@ -89,6 +89,43 @@ def test_no_hand_written_case_comes_from_the_generator():
     assert not shared
 
 
+def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
+    from laya_artifacts.demo_baseline import SentenceEncoder, similarity_choices
+
+    routing = {"type": "choice", "instructions": "Route this.",
+               "criteria": {"catering": "food and drinks", "it helpdesk": "computers and software"}}
+    cases = [{"domain": "d", "state": {"body": "My laptop shows a blue screen at start-up.", "id": 4},
+              "questions": {"team": routing, "yes": {"type": "noul", "instructions": "Is it broken?"}},
+              "expected": {"team": "it helpdesk", "yes": True}},
+             {"domain": "d", "state": "We need sandwiches and coffee for twelve at the workshop.",
+              "questions": {"team": routing}, "expected": {"team": "it helpdesk"}}]
+    # Choice questions only; the second case's expectation is deliberately wrong.
+    assert similarity_choices(SentenceEncoder(demo.minilm_dir()), cases) == [("d", True), ("d", False)]
+
+
+def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():
+    from laya_artifacts import demo_distill as dd
+    from laya_artifacts.demo_baseline import SentenceEncoder, option_text
+
+    teacher = SentenceEncoder(demo.minilm_dir())
+    words = ["harmonica", "steak", "invoice", "laptop", "sofa", "derek", "thereby", "lawsuit", "puppy", "tuesday"]
+    first = dd.teacher_questions(words, 8, 3, teacher)
+    assert first == dd.teacher_questions(words, 8, 3, teacher) and first
+    labels = [label for label, _ in dd.LABEL_INVENTORY]
+    described, bare = teacher.embed([option_text(*x) for x in dd.LABEL_INVENTORY]), teacher.embed(labels)
+    for example in first:
+        word = next(w for w in words if w in example.state.lower())
+        crit = example.question["crit"]
+        table = described if any(crit.values()) else bare
+        picked = list(crit)[max(range(len(crit)), key=lambda i: example.target[i])]
+        # The answer is the word's own nearest label in the whole inventory, and it is a clear one.
+        assert picked == labels[int((table @ teacher.embed([word])[0]).argmax())]
+        assert abs(sum(example.target) - 1) < 1e-6 and max(example.target) > 0.5 and 2 <= len(crit) <= 6
+    concrete = {"harmonica", "steak", "invoice", "laptop", "sofa", "lawsuit", "puppy"}
+    assert len(concrete & {w for e in first for w in words if w in e.state.lower()}) >= 4
+    assert not any("thereby" in e.state.lower() for e in first)   # fits no label
+
+
 def _texts(state):
     """The free text in a state: the string itself, a record's string values, a conversation's turns."""
     if isinstance(state, str):
@@ -176,12 +213,15 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     # The second stage through the script, as the README's stage table runs it.
     script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "train_demo.py"))
     assert script["main"](["--resume-from", str(tmp_path / "demo"), "--seed", "1", "--worlds", "12", "--epochs", "1",
-                           "--warmup", "2", "--data-version", "3", "--type-weights", "1", "3", "2",
-                           "--binding-weight", "0", "--out", str(tmp_path / "stage2")]) == 0
+                           "--warmup", "2", "--data-version", "4", "--type-weights", "1", "3", "2",
+                           "--binding-weight", "0", "--teacher-questions", "20",
+                           "--out", str(tmp_path / "stage2")]) == 0
     second = json.loads((tmp_path / "stage2" / demo.CONFIG_FILE).read_text())
-    assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 3
+    assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 4
+    assert second["recipe"]["teacher_questions"] == 20
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
-    assert len(json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())) == 2
+    stages = json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())
+    assert len(stages) == 2 and "choice" in stages[1][-1]["teacher"]   # agreement with the teacher, per epoch
     assert "## stage 2" in (tmp_path / "stage2" / "training_report.md").read_text()
     checkpoint = demo.assemble_demo(tmp_path / "checkpoint", tmp_path / "stage2")
     agent = laya.Agent(str(checkpoint), device="cpu")

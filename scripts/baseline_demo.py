@@ -1,0 +1,58 @@
+"""The no-head reference for the demo: MiniLM sentence similarity on the hand-written choice questions.
+
+    python scripts/baseline_demo.py                                   # demo/eval_cases.jsonl
+    python scripts/baseline_demo.py --cases demo/eval_cases_fresh.jsonl
+    python scripts/baseline_demo.py --generated 400 --data-version 4   # on the generator's own questions
+
+Prints top-1 accuracy overall and per domain (choice questions only: similarity has no yes/no
+threshold or ordered scale without fitting one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from laya_artifacts.checkpoints import minilm_dir
+    from laya_artifacts.demo import load_eval_cases
+    from laya_artifacts.demo_baseline import SentenceEncoder, similarity_choices
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=Path, default=None, help="JSON-lines cases (default demo/eval_cases.jsonl)")
+    parser.add_argument("--generated", type=int, metavar="WORLDS",
+                        help="instead of the cases: the choice questions of this many generated worlds")
+    parser.add_argument("--data-version", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1_000_010, help="generator seed (default: no stage's)")
+    args = parser.parse_args(argv)
+    if args.generated:
+        from laya_artifacts.demo_data import generate
+
+        examples = generate(args.generated, args.seed, args.data_version)
+        cases = [as_case(e) for e in examples if e.question["t"] == "choice"]
+    else:
+        cases = load_eval_cases(args.cases)
+    rows = similarity_choices(SentenceEncoder(minilm_dir()), cases)
+    if not rows:
+        print("no choice questions in the cases", file=sys.stderr)
+        return 1
+    print("| domain | choice questions | similarity top-1 |\n|---|---:|---:|")
+    for domain in sorted({d for d, _ in rows}):
+        hits = [ok for d, ok in rows if d == domain]
+        print("| %s | %d | %.1f%% |" % (domain, len(hits), 100 * sum(hits) / len(hits)))
+    print("| all | %d | %.1f%% |" % (len(rows), 100 * sum(ok for _, ok in rows) / len(rows)))
+    return 0
+
+
+def as_case(example) -> dict:
+    """A generated choice question in the hand-written cases' form (its domain, its target's mode expected)."""
+    labels = list(example.question["crit"])
+    question = {"type": "choice", "instructions": example.question["ins"], "criteria": example.question["crit"]}
+    expected = labels[max(range(len(labels)), key=lambda i: example.target[i])]
+    return {"domain": example.domain, "state": example.state, "questions": {"q": question}, "expected": {"q": expected}}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

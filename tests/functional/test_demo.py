@@ -11,13 +11,14 @@ from dataclasses import replace
 import pytest
 
 from laya_artifacts import demo, demo_data
+from laya_artifacts import demo_distill as dd
 from laya_artifacts import demo_train as dt
 from laya_artifacts.demo_data import generate
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_the_generator_is_deterministic_and_well_formed(version):
     first, again, other = generate(300, 7, version), generate(300, 7, version), generate(300, 8, version)
     assert first == again and first != other
@@ -25,8 +26,10 @@ def test_the_generator_is_deterministic_and_well_formed(version):
     assert {"ticket", "review", "moderation", "routing", "conversation"} <= domains
     if version >= 2:
         assert {"severity", "message"} <= domains
-    if version == 3:
+    if version >= 3:
         assert {"composed", "description"} <= domains
+    if version == 4:
+        assert {"workplace", "customer", "forum"} <= domains
     for example in first:
         q = example.question
         k = 2 if q["t"] == "noul" else len(q["crit"])
@@ -37,12 +40,12 @@ def test_the_generator_is_deterministic_and_well_formed(version):
 
 def test_earlier_versions_are_unchanged_by_later_ones_and_unknown_versions_are_refused():
     assert generate(200, 7) == generate(200, 7, 1)
-    assert generate(200, 7, 1) != generate(200, 7, 2) != generate(200, 7, 3)
+    assert generate(200, 7, 1) != generate(200, 7, 2) != generate(200, 7, 3) != generate(200, 7, 4)
     # Version 2 as the shipped stages 2-4 were trained on it: one world asks the same fact twice.
     v2_facts = [e for e in generate(2000, 3, 2) if e.domain == "message-fact"]
     assert any(a.state == b.state and a.question == b.question for a, b in zip(v2_facts, v2_facts[1:], strict=False))
-    with pytest.raises(ValueError, match="unknown generator version 4"):
-        generate(10, 0, 4)
+    with pytest.raises(ValueError, match="unknown generator version 5"):
+        generate(10, 0, 5)
 
 
 def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_themselves():
@@ -67,10 +70,31 @@ def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_th
     assert checked > 100
 
 
+def test_version_four_answers_follow_from_the_subject_and_the_wishes_in_the_text():
+    from laya_artifacts import demo_data_v4 as v4
+
+    checked = {"workplace": 0, "customer-wish": 0}
+    for e in generate(1500, 5, 4):
+        text = e.state if isinstance(e.state, str) else json.dumps(e.state)
+        answer = max(range(len(e.target)), key=lambda i: e.target[i])
+        if e.domain == "workplace":
+            lowered = text.lower()
+            [dept] = [d for d, subjects in v4.WORKPLACE_SUBJECTS.items() if any(x.lower() in lowered for x in subjects)]
+            assert list(e.question["crit"])[answer] in {label for label, _ in v4.WORKPLACE_LABELS[dept]}
+        elif e.domain == "customer-wish":
+            [wish] = [w for w, asked in v4.WISH_QUESTIONS.items() if e.question["ins"] in asked]
+            assert answer == int(any(sentence in text for sentence in v4.WISHES[wish]))
+        else:
+            continue
+        checked[e.domain] += 1
+    assert min(checked.values()) > 100
+
+
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table)."""
-    stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3)]
-    # (worlds, seed, generator version) of stages 1-7
+    stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
+              (4500, 7, 4), (4500, 8, 4), (4500, 9, 4)]
+    # (worlds, seed, generator version) of stages 1-10
     last = json.loads((demo.DEMO_DIR / demo.CONFIG_FILE).read_text())["recipe"]
     assert (last["n_worlds"], last["seed"], last["data_version"]) == stages[-1]
     assert (dt.TrainSettings().n_worlds, dt.TrainSettings().seed, dt.TrainSettings().data_version) == stages[0]
@@ -79,14 +103,21 @@ def test_no_hand_written_case_comes_from_the_generator():
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
     assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
+    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_fresh.jsonl")   # the second set
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
         assert not any(body in text for text in texts if len(body) > 20)
     # Nor a phrase: no run of six words in a case's text appears in any generated text.
     generated_runs = {run for e in examples for text in _texts(e.state) for run in _word_runs(text)}
-    shared = {run for case in cases for text in _texts(case["state"]) for run in _word_runs(text)} & generated_runs
-    assert not shared
+    case_runs = {run for case in cases for text in _texts(case["state"]) for run in _word_runs(text)}
+    assert not case_runs & generated_runs
+    # Teacher questions are a frame around one vocabulary word: no case has six words of one, whatever the word.
+    for frame in dd.FRAMES:
+        pattern = re.findall(r"[a-z0-9'{}]+", frame.lower().replace("{w}", "{w} "))
+        for start in range(len(pattern) - 5):
+            window = pattern[start:start + 6]
+            assert not any(all(p == "{w}" or p == w for p, w in zip(window, run, strict=True)) for run in case_runs)
 
 
 def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
@@ -104,7 +135,6 @@ def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
 
 
 def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():
-    from laya_artifacts import demo_distill as dd
     from laya_artifacts.demo_baseline import SentenceEncoder, option_text
 
     teacher = SentenceEncoder(demo.minilm_dir())

@@ -362,12 +362,14 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
         yield _restated(rng, state, q, target.index(1.0), "ticket-sentiment")
 
 
-def sentiment_question(rng: random.Random, label: str) -> tuple[dict, list[float]]:
+def sentiment_question(rng: random.Random, label: str, label_sets: list[dict[str, str]] | None = None,
+                       instructions: list[str] | None = None) -> tuple[dict, list[float]]:
     """positive / neutral / negative under drawn names, in shuffled order; `label` is the answer."""
-    names = rng.choice(SENTIMENT_LABELS)
+    names = rng.choice(label_sets or SENTIMENT_LABELS)
     order = list(names)
     rng.shuffle(order)
-    q = {"t": "choice", "ins": rng.choice(SENTIMENT_INSTRUCTIONS), "crit": {names[o]: None for o in order}}
+    ins = rng.choice(instructions or SENTIMENT_INSTRUCTIONS)
+    q = {"t": "choice", "ins": ins, "crit": {names[o]: None for o in order}}
     return q, one_hot(3, order.index(label))
 
 

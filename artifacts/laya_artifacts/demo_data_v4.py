@@ -26,6 +26,7 @@ from .demo_data import (
     _restated,
     _sentence,
     one_hot,
+    sentiment_question,
 )
 
 # ------------------------------------------------------------------------ workplace requests
@@ -198,11 +199,8 @@ def customer_message(rng: random.Random) -> Iterator[Example]:
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "customer-topic")
-    names = rng.choice(MOOD_LABELS)
-    order = list(names)
-    rng.shuffle(order)
-    q = {"t": "choice", "ins": rng.choice(MOOD_INSTRUCTIONS), "crit": {names[o]: None for o in order}}
-    yield Example(state, q, one_hot(3, order.index(mood)), "customer-mood")
+    q, target = sentiment_question(rng, mood, MOOD_LABELS, MOOD_INSTRUCTIONS)
+    yield Example(state, q, target, "customer-mood")
     wish = rng.choice(wishes) if wishes and rng.random() < 0.5 else rng.choice(list(WISHES))
     q, target = _noul(rng.choice(WISH_QUESTIONS[wish]), wish in wishes)
     yield Example(state, q, target, "customer-wish")

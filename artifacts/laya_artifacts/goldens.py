@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,25 @@ def golden_inputs() -> list[dict[str, Any]]:
     return cases
 
 
+# The SIMD extensions that change which kernels PyTorch runs, hence the last bits of an FP32 result.
+_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def cpu_family() -> str:
+    """The CPU as far as FP32 reproducibility goes: vendor, model name and kernel-relevant flags.
+    Recorded with the goldens so a test can tell "same machine type, expect identical bits" from not."""
+    info: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "%s %s" % (platform.machine(), platform.processor())
+    flags = set(info.get("flags", "").split())
+    return " / ".join([info.get("vendor_id", "?"), info.get("model name", "?"),
+                       ",".join(f for f in _KERNEL_FLAGS if f in flags)])
+
+
 def weights_sha256(checkpoint_dir: Path) -> str:
     digest = hashlib.sha256()
     with open(Path(checkpoint_dir) / "model.safetensors", "rb") as handle:
@@ -103,7 +123,7 @@ def record_goldens(checkpoint_dir: Path, name: str, revision: str | None = None)
     recorded = {
         "checkpoint": {"name": name, "revision": revision, "weights_sha256": weights_sha256(checkpoint_dir)},
         "reference": {"laya": laya.__version__ if hasattr(laya, "__version__") else "0.4.15",
-                      "torch": torch.__version__, "device": "cpu", "precision": "fp32"},
+                      "torch": torch.__version__, "device": "cpu", "precision": "fp32", "cpu": cpu_family()},
         "rows": rows,
     }
     # JSON-pure, exactly as a golden file reads back (numeric labels become string keys).

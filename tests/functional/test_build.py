@@ -100,15 +100,16 @@ def test_committed_goldens_replay_against_upstream(kind: str, request: pytest.Fi
     checkpoint, _ = request.getfixturevalue(kind.replace("-", "_"))
     committed = load_goldens(GOLDENS / kind)
     fresh = record_goldens(checkpoint, kind)
-    if kind == "tiny-modernbert":
-        # Seeded random init only: bit-identical on any CPU.
+    # tiny-modernbert is seeded random init only: bit-identical on any CPU. minilm's scorer is derived from
+    # encoder forward passes (a principal direction), which amplifies last-bit differences between CPU
+    # families (an AMD EPYC host moved its logits by up to 2.4e-4 against goldens recorded elsewhere). So
+    # minilm is held bit-identical only on the CPU family its goldens were recorded on; elsewhere its rows
+    # are the check, at 1e-3 (a change to how the checkpoint is built moves them by far more).
+    exact = kind == "tiny-modernbert" or committed["reference"].get("cpu") == fresh["reference"]["cpu"]
+    if exact:
         assert fresh["checkpoint"]["weights_sha256"] == committed["checkpoint"]["weights_sha256"], (
             "the test checkpoint no longer builds bit-identically; re-record goldens/%s" % kind)
-    # minilm's scorer is derived from encoder forward passes (a principal direction), which amplifies
-    # the last-bit differences between CPU families: on an AMD EPYC host the committed goldens'
-    # weights hash differs and logits move by up to 2.4e-4. Its rows are the check there, at 1e-3:
-    # a change to how the checkpoint is built moves logits by far more.
-    atol = 1e-5 if kind == "tiny-modernbert" else 1e-3
+    atol = 1e-5 if exact else 1e-3
     assert len(fresh["rows"]) == len(committed["rows"]) >= 13
     for new, old in zip(fresh["rows"], committed["rows"], strict=True):
         assert new["token_ids"] == old["token_ids"] and new["markers"] == old["markers"], new["id"]

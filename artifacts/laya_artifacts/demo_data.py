@@ -597,7 +597,7 @@ def _render(rng: random.Random, text: str, kind: str) -> Any:
 DOMAINS = ((_ticket, 5), (_review, 2), (_comment, 2), (_internal, 2), (_conversation, 2))
 # Version 2 keeps every version-1 world and adds severity tickets, more reviews and text facts.
 DOMAINS_V2 = DOMAINS + ((_severity_ticket, 4), (_rated_review, 2), (_message_facts, 3))
-KNOWN_VERSIONS = (1, 2, 3, 4)
+KNOWN_VERSIONS = (1, 2, 3, 4, 5)
 
 
 def domains(version: int) -> tuple:
@@ -619,7 +619,14 @@ def domains(version: int) -> tuple:
     from . import demo_data_v4 as v4
 
     # Version 4: version 3 with wide-vocabulary workplace requests, customer messages and forum comments.
-    return v3_domains + ((v4.workplace_request, 5), (v4.customer_message, 5), (v4.forum_comment, 2))
+    v4_domains = v3_domains + ((v4.workplace_request, 5), (v4.customer_message, 5), (v4.forum_comment, 2))
+    if version == 4:
+        return v4_domains
+    from . import demo_data_v5 as v5
+
+    # Version 5: version 4 with rated visits to places and services, moderated comments of four kinds and
+    # internal requests over a second subject pool.
+    return v4_domains + ((v5.rated_experience, 4), (v5.moderated_comment, 3), (v5.workplace_request_wide, 3))
 
 
 def generate(n_worlds: int, seed: int, version: int = 1) -> list[Example]:

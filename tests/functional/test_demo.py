@@ -18,7 +18,7 @@ from laya_artifacts.demo_data import generate
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_the_generator_is_deterministic_and_well_formed(version):
     first, again, other = generate(300, 7, version), generate(300, 7, version), generate(300, 8, version)
     assert first == again and first != other
@@ -28,8 +28,10 @@ def test_the_generator_is_deterministic_and_well_formed(version):
         assert {"severity", "message"} <= domains
     if version >= 3:
         assert {"composed", "description"} <= domains
-    if version == 4:
+    if version >= 4:
         assert {"workplace", "customer", "forum"} <= domains
+    if version >= 5:
+        assert {"experience", "moderation", "workplace"} <= domains and any(e.domain == "moderation-v5" for e in first)
     for example in first:
         q = example.question
         k = 2 if q["t"] == "noul" else len(q["crit"])
@@ -41,11 +43,12 @@ def test_the_generator_is_deterministic_and_well_formed(version):
 def test_earlier_versions_are_unchanged_by_later_ones_and_unknown_versions_are_refused():
     assert generate(200, 7) == generate(200, 7, 1)
     assert generate(200, 7, 1) != generate(200, 7, 2) != generate(200, 7, 3) != generate(200, 7, 4)
+    assert generate(200, 7, 4) != generate(200, 7, 5)
     # Version 2 as the shipped stages 2-4 were trained on it: one world asks the same fact twice.
     v2_facts = [e for e in generate(2000, 3, 2) if e.domain == "message-fact"]
     assert any(a.state == b.state and a.question == b.question for a, b in zip(v2_facts, v2_facts[1:], strict=False))
-    with pytest.raises(ValueError, match="unknown generator version 5"):
-        generate(10, 0, 5)
+    with pytest.raises(ValueError, match="unknown generator version 6"):
+        generate(10, 0, 6)
 
 
 def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_themselves():
@@ -84,6 +87,40 @@ def test_version_four_answers_follow_from_the_subject_and_the_wishes_in_the_text
         elif e.domain == "customer-wish":
             [wish] = [w for w, asked in v4.WISH_QUESTIONS.items() if e.question["ins"] in asked]
             assert answer == int(any(sentence in text for sentence in v4.WISHES[wish]))
+        else:
+            continue
+        checked[e.domain] += 1
+    assert min(checked.values()) > 100
+
+
+def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is():
+    from laya_artifacts import demo_data_v5 as v5
+
+    def clause_polarities(text: str) -> list[bool]:
+        lowered = text.lower()
+        return [good for good_bad in v5.FACETS.values() for good, clauses in zip((True, False), good_bad, strict=True)
+                for clause in clauses if clause.lower() in lowered]
+
+    checked = {"experience-rating": 0, "moderation-v5": 0, "workplace-wide": 0}
+    for e in generate(2500, 5, 5):
+        text = e.state if isinstance(e.state, str) else json.dumps(e.state)
+        answer = max(range(len(e.target)), key=lambda i: e.target[i])
+        if e.domain == "experience-rating":
+            # More went well than badly: the upper half of the scale; more badly than well: the lower.
+            polarities = clause_polarities(text)
+            level = sum(j * p for j, p in enumerate(e.target)) / (len(e.target) - 1)   # 0 worst .. 1 best
+            good, bad = polarities.count(True), polarities.count(False)
+            assert (level > 0.5) if good > bad else (level < 0.5) if bad > good else True
+        elif e.domain == "moderation-v5":
+            kind = ("spam" if any(p in text for p in v5.SPAM_PITCHES) else
+                    "threat" if any(t in text for t in v5.THREATS) else
+                    "ok" if any(text.startswith(o) or ('"' + o) in text for o in v5.CIVIL_OPENERS) else "insult")
+            assert list(e.question["crit"])[answer] in {label for label, _ in v5.MODERATION_V5_LABELS[kind]}
+        elif e.domain == "workplace-wide":
+            lowered = text.lower()
+            pools = {d: v5.WORKPLACE_SUBJECTS[d] + v5.MORE_WORKPLACE_SUBJECTS[d] for d in v5.WORKPLACE_SUBJECTS}
+            [dept] = [d for d, subjects in pools.items() if any(x.lower() in lowered for x in subjects)]
+            assert list(e.question["crit"])[answer] in {label for label, _ in v5.WORKPLACE_LABELS[dept]}
         else:
             continue
         checked[e.domain] += 1

@@ -102,9 +102,15 @@ ASKED_FOR = ["Is this a matter for %s?", "Should %s handle this?", "Does this go
 
 def workplace_request(rng: random.Random) -> Iterator[Example]:
     """An employee's request: a generic frame around one department's subject."""
-    dept = rng.choice(list(WORKPLACE_SUBJECTS))
-    subject = rng.choice(WORKPLACE_SUBJECTS[dept])
-    frame = rng.choice(WORKPLACE_FRAMES)
+    return employee_request(rng, WORKPLACE_SUBJECTS, WORKPLACE_FRAMES, "workplace")
+
+
+def employee_request(rng: random.Random, subjects: dict[str, list[str]], frames: list[str],
+                     domain: str) -> Iterator[Example]:
+    """One of `frames` around a subject of a department drawn from `subjects`, asked about its department."""
+    dept = rng.choice(list(subjects))
+    subject = rng.choice(subjects[dept])
+    frame = rng.choice(frames)
     text = frame.replace("{X}", _sentence(subject)).replace("{x}", subject)
     opener = rng.choice(GREETINGS)
     signature = " " + rng.choice(NAMES) if rng.random() < 0.3 else ""
@@ -112,11 +118,11 @@ def workplace_request(rng: random.Random) -> Iterator[Example]:
     made = _choice_question(rng, dept, WORKPLACE_LABELS, WORKPLACE_INSTRUCTIONS, k_max=6)
     if made:
         q, index = made
-        yield Example(state, q, one_hot(len(q["crit"]), index), "workplace")
-        yield _restated(rng, state, q, index, "workplace")
-    other = rng.choice([d for d in WORKPLACE_SUBJECTS if d != dept]) if rng.random() < 0.5 else dept
+        yield Example(state, q, one_hot(len(q["crit"]), index), domain)
+        yield _restated(rng, state, q, index, domain)
+    other = rng.choice([d for d in subjects if d != dept]) if rng.random() < 0.5 else dept
     q, target = _noul(rng.choice(ASKED_FOR) % rng.choice(WORKPLACE_LABELS[other])[0], other == dept)
-    yield Example(state, q, target, "workplace-fact")
+    yield Example(state, q, target, domain + "-fact")
 
 
 # ------------------------------------------------------------------------- customer messages

@@ -10,8 +10,6 @@ import random
 from collections.abc import Iterator
 
 from .demo_data import (
-    GREETINGS,
-    NAMES,
     RATING_INSTRUCTIONS,
     RATING_SCALES,
     URLS,
@@ -20,12 +18,11 @@ from .demo_data import (
     _noul,
     _ordinal_target,
     _render,
-    _restated,
     _sentence,
     one_hot,
     sentiment_question,
 )
-from .demo_data_v4 import ASKED_FOR, WORKPLACE_FRAMES, WORKPLACE_INSTRUCTIONS, WORKPLACE_LABELS, WORKPLACE_SUBJECTS
+from .demo_data_v4 import WORKPLACE_FRAMES, WORKPLACE_SUBJECTS, employee_request
 
 # ---------------------------------------------------------------------- experiences, rated
 
@@ -222,18 +219,5 @@ MORE_FRAMES = ["Hello, {x} needs attention.", "FYI {x} - who handles this?", "Ur
 
 def workplace_request_wide(rng: random.Random) -> Iterator[Example]:
     """Version 4's employee request over both subject pools and both sets of frames."""
-    dept = rng.choice(list(WORKPLACE_SUBJECTS))
-    subject = rng.choice(WORKPLACE_SUBJECTS[dept] + MORE_WORKPLACE_SUBJECTS[dept])
-    frame = rng.choice(WORKPLACE_FRAMES + MORE_FRAMES)
-    text = frame.replace("{X}", _sentence(subject)).replace("{x}", subject)
-    opener = rng.choice(GREETINGS)
-    signature = " " + rng.choice(NAMES) if rng.random() < 0.3 else ""
-    state = _render(rng, (opener + " " if opener else "") + text + signature, "email")
-    made = _choice_question(rng, dept, WORKPLACE_LABELS, WORKPLACE_INSTRUCTIONS, k_max=6)
-    if made:
-        q, index = made
-        yield Example(state, q, one_hot(len(q["crit"]), index), "workplace-wide")
-        yield _restated(rng, state, q, index, "workplace-wide")
-    other = rng.choice([d for d in WORKPLACE_SUBJECTS if d != dept]) if rng.random() < 0.5 else dept
-    q, target = _noul(rng.choice(ASKED_FOR) % rng.choice(WORKPLACE_LABELS[other])[0], other == dept)
-    yield Example(state, q, target, "workplace-wide-fact")
+    pools = {dept: WORKPLACE_SUBJECTS[dept] + MORE_WORKPLACE_SUBJECTS[dept] for dept in WORKPLACE_SUBJECTS}
+    return employee_request(rng, pools, WORKPLACE_FRAMES + MORE_FRAMES, "workplace-wide")

@@ -1,7 +1,9 @@
 """Generator version 5's new worlds: version 4's recipe (many subjects, generic frames) for the
-domains where the heads of stages 10-11 still missed most: experiences with a place or a service
-rated by what went well and badly, moderated comments with many ways to be civil, rude,
-threatening or selling something, and internal requests with a second, wider pool of subjects.
+domains where stage 10 still missed most: experiences with a place or a service rated by what went
+well and badly, moderated comments with many ways to be civil, rude, threatening or selling
+something, and internal requests with a second, wider pool of subjects.
+
+Used by the stage-11 candidates 11c and 11d only; neither shipped (README, stage 11).
 """
 
 from __future__ import annotations

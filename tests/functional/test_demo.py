@@ -144,6 +144,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_fresh.jsonl")   # the second set
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_holdout.jsonl")   # the third
+    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_extra.jsonl")   # the fourth
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])

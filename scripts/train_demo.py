@@ -48,13 +48,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="weight of the marker-binding loss (needed to start; a late stage may drop it)")
     parser.add_argument("--teacher-questions", type=int, default=defaults.teacher_questions,
                         help="extra vocabulary-word choice questions labelled by the pretrained encoder (0: none)")
+    parser.add_argument("--product-weight", type=float, default=defaults.product_weight,
+                        help="mix of choice targets taken from the resumed head x teacher product (0: none)")
+    parser.add_argument("--product-beta", type=float, default=defaults.product_beta,
+                        help="weight of the teacher's cosine in that product")
+    parser.add_argument("--wide-label-questions", type=int, default=defaults.wide_label_questions,
+                        help="extra product-labelled questions about the generated texts (0: none)")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
                        binding_weight=args.binding_weight, teacher_questions=args.teacher_questions,
                        data_version=args.data_version, batch_size=args.batch_size,
-                       type_weights=tuple(args.type_weights),
+                       type_weights=tuple(args.type_weights), product_weight=args.product_weight,
+                       product_beta=args.product_beta, wide_label_questions=args.wide_label_questions,
                        resume_from=str(args.resume_from) if args.resume_from else None,
                        val_worlds=min(defaults.val_worlds, max(50, args.worlds // 5)))
     train_demo(args.out, settings, progress=say)

@@ -181,13 +181,24 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
 
     version = settings.data_version
     train_examples = generate(settings.n_worlds, settings.seed, version)
-    teacher_val = None
-    if settings.teacher_questions:
+    teacher_val, teacher = None, None
+    if settings.product_weight and not settings.resume_from:
+        raise ValueError("product_weight needs resume_from: the product is of a finished stage's head")
+    if settings.teacher_questions or settings.product_weight or settings.wide_label_questions:
         from .demo_baseline import SentenceEncoder
+
+        teacher = SentenceEncoder(minilm_dir())
+    if settings.wide_label_questions:
+        from .demo_product import wide_label_questions
+
+        progress("drawing %d wide-label questions about the generated texts" % settings.wide_label_questions)
+        train_examples += wide_label_questions(train_examples, settings.wide_label_questions,
+                                               settings.seed + 4_000_003, teacher)
+    if settings.teacher_questions:
         from .demo_distill import teacher_questions, vocabulary_words
 
         progress("labelling %d vocabulary-word questions with the pretrained encoder" % settings.teacher_questions)
-        teacher, words = SentenceEncoder(minilm_dir()), vocabulary_words(minilm_dir() / "vocab.txt")
+        words = vocabulary_words(minilm_dir() / "vocab.txt")
         train_examples += teacher_questions(words, settings.teacher_questions, settings.seed + 2_000_003, teacher)
         teacher_val = teacher_questions(words, max(50, settings.teacher_questions // 8), settings.seed + 3_000_003,
                                         teacher)
@@ -212,6 +223,8 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         progress("resumed from %s (head %s)" % (resumed, sha256_file(resumed / HEAD_FILE)[:12]))
     else:
         dt.init_head(model, state_norm, settings)
+    if settings.product_weight:
+        _product_targets(model, train, train_examples, teacher, settings, progress)
     curve = dt.train_head(model, train, checks, settings, progress)
 
     val_logits = dt.predict_logits(model, *val, settings.train_layers)
@@ -247,6 +260,26 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
     (out_dir / "learning_curve.json").write_text(json.dumps(stages, indent=1) + "\n", encoding="utf-8")
     (out_dir / "training_report.md").write_text(training_report(meta, stages), encoding="utf-8")
     return meta
+
+
+def _product_targets(model: Any, train: tuple[list[Any], list[Any]], examples: list[Any], teacher: Any,
+                     settings: Any, progress: Progress) -> None:
+    """Relabel the training choice rows with the product of the resumed head and the teacher (demo_product)."""
+    from . import demo_train as dt
+    from .demo_product import product_targets, teacher_cosines
+
+    seqs, states = train
+    rows = [i for i, seq in enumerate(seqs) if seq.qtype == dt.QTYPE_INDEX["choice"]]
+    progress("product targets: the teacher reads %d choice rows" % len(rows))
+    cosines = teacher_cosines(teacher, [examples[seqs[i].source] for i in rows])
+    logits = dt.predict_logits(model, [seqs[i] for i in rows], [states[i] for i in rows], settings.train_layers)
+    moved = 0
+    for i, row_cos, row_logits in zip(rows, cosines, logits, strict=True):
+        before = max(range(len(seqs[i].target)), key=lambda k: seqs[i].target[k])
+        seqs[i].target = product_targets(row_logits, row_cos, seqs[i].target, settings.product_beta,
+                                         settings.product_weight)
+        moved += before != max(range(len(seqs[i].target)), key=lambda k: seqs[i].target[k])
+    progress("product targets: %d of %d choice rows now have another top option" % (moved, len(rows)))
 
 
 def training_report(meta: dict[str, Any], stages: list[list[dict[str, Any]]]) -> str:

@@ -57,6 +57,11 @@ class TrainSettings:
     # Extra choice questions about single vocabulary words, labelled by the pretrained encoder's own
     # sentence similarity (demo_distill); 0: none.
     teacher_questions: int = 0
+    # Distilling the product of the resumed head and the teacher (demo_product); 0: plain targets.
+    # Choice targets become (1 - product_weight) x target + product_weight x product.
+    product_weight: float = 0.0
+    product_beta: float = 20.0
+    wide_label_questions: int = 0     # extra product-labelled questions about the generator's texts
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +75,7 @@ class TrainRow:
     target: list[float]
     domain: str
     spans: list[tuple[int, int]]   # each option's tokens after its marker: [start, end)
+    source: int = -1               # the example's index in the list it was built from
 
 
 def build_sequences(tok: Any, examples: Sequence[Example], max_len: int, head_max_len: int) -> list[TrainRow]:
@@ -77,14 +83,14 @@ def build_sequences(tok: Any, examples: Sequence[Example], max_len: int, head_ma
     from laya.common import build_sequence
 
     out = []
-    for ex in examples:
+    for number, ex in enumerate(examples):
         ids, markers = build_sequence(tok, ex.state, ex.question, max_len, head_max_len,
                                       truncate_left=isinstance(ex.state, list))
         if len(markers) != len(ex.target):
             continue
         head_end = ids.index(tok.sep_token_id, markers[-1])
         spans = [(m + 1, nxt) for m, nxt in zip(markers, markers[1:] + [head_end], strict=True)]
-        out.append(TrainRow(ids, markers, QTYPE_INDEX[ex.question["t"]], list(ex.target), ex.domain, spans))
+        out.append(TrainRow(ids, markers, QTYPE_INDEX[ex.question["t"]], list(ex.target), ex.domain, spans, number))
     return out
 
 

@@ -200,6 +200,42 @@ def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():
     assert not any("thereby" in e.state.lower() for e in first)   # fits no label
 
 
+def test_the_product_of_head_and_teacher_decides_where_the_head_is_unsure():
+    from laya_artifacts.demo_baseline import SentenceEncoder
+    from laya_artifacts.demo_data import Example
+    from laya_artifacts.demo_product import product_targets, teacher_cosines, wide_label_questions
+
+    teacher = SentenceEncoder(demo.minilm_dir())
+    routing = {"t": "choice", "ins": "Route this.",
+               "crit": {"catering": "food and drinks", "it helpdesk": "computers and software"}}
+    examples = [Example("My laptop shows a blue screen at start-up.", routing, [0.5, 0.5], "d"),
+                Example("Is it broken?", {"t": "noul", "ins": "Is it broken?", "crit": {}}, [0.5, 0.5], "d"),
+                Example({"body": "Sandwiches and coffee for twelve, please.", "id": 4}, routing, [0.5, 0.5], "d")]
+    laptop, noul, lunch = teacher_cosines(teacher, examples)
+    assert noul is None and laptop[1] > laptop[0] and lunch[0] > lunch[1]
+    # A head with no preference: the teacher decides; a sure head keeps its answer against a mild teacher.
+    assert product_targets([0.0, 0.0], laptop, [0.5, 0.5], 20.0, 1.0)[1] > 0.9
+    assert product_targets([9.0, 0.0], laptop, [1.0, 0.0], 1.0, 1.0)[0] > 0.9
+    mixed = product_targets([0.0, 0.0], laptop, [1.0, 0.0], 20.0, 0.5)
+    assert abs(sum(mixed) - 1) < 1e-6 and 0.45 < mixed[0] < 0.55
+    assert product_targets([0.0, 0.0], laptop, [1.0, 0.0], 20.0, 0.0) == [1.0, 0.0]
+    # Wide-label questions: one per distinct text, seeded, the teacher's nearest inventory label always offered.
+    wide = wide_label_questions(examples + examples, 10, 5, teacher)
+    assert wide == wide_label_questions(examples + examples, 10, 5, teacher) and len(wide) == 3
+    for question in wide:
+        crit = question.question["crit"]
+        assert 2 <= len(crit) <= 6 and question.domain == "wide-label"
+        picked = list(crit)[max(range(len(crit)), key=lambda i: question.target[i])]
+        if "laptop" in str(question.state):
+            assert picked in {"it helpdesk", "electronics", "technical support", "bug report"}
+
+
+def test_the_product_needs_a_finished_stage_to_start_from(tmp_path):
+    settings = replace(dt.TrainSettings(), n_worlds=4, val_worlds=4, epochs=1, product_weight=0.5)
+    with pytest.raises(ValueError, match="resume_from"):
+        demo.train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
+
+
 def _texts(state):
     """The free text in a state: the string itself, a record's string values, a conversation's turns."""
     if isinstance(state, str):
@@ -288,11 +324,12 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "train_demo.py"))
     assert script["main"](["--resume-from", str(tmp_path / "demo"), "--seed", "1", "--worlds", "12", "--epochs", "1",
                            "--warmup", "2", "--data-version", "4", "--type-weights", "1", "3", "2",
-                           "--binding-weight", "0", "--teacher-questions", "20",
-                           "--out", str(tmp_path / "stage2")]) == 0
+                           "--binding-weight", "0", "--teacher-questions", "20", "--product-weight", "0.5",
+                           "--wide-label-questions", "10", "--out", str(tmp_path / "stage2")]) == 0
     second = json.loads((tmp_path / "stage2" / demo.CONFIG_FILE).read_text())
     assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 4
-    assert second["recipe"]["teacher_questions"] == 20
+    assert second["recipe"]["teacher_questions"] == 20 and second["recipe"]["product_weight"] == 0.5
+    assert second["recipe"]["wide_label_questions"] == 10 and second["recipe"]["product_beta"] == 20.0
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
     stages = json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())
     assert len(stages) == 2 and "choice" in stages[1][-1]["teacher"]   # agreement with the teacher, per epoch

@@ -3,6 +3,7 @@
     python scripts/baseline_demo.py                                   # demo/eval_cases.jsonl
     python scripts/baseline_demo.py --cases demo/eval_cases_fresh.jsonl
     python scripts/baseline_demo.py --generated 400 --data-version 4   # on the generator's own questions
+    python scripts/baseline_demo.py --cases FILE --artifact DIR          # also a model, and model + similarity
 
 Prints top-1 accuracy overall and per domain (choice questions only: similarity has no yes/no
 threshold or ordered scale without fitting one).
@@ -26,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead of the cases: the choice questions of this many generated worlds")
     parser.add_argument("--data-version", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1_000_010, help="generator seed (default: no stage's)")
+    parser.add_argument("--artifact", type=Path, help="also grade this built artifact alone and its log-probabilities "
+                                                      "plus beta x cosine")
+    parser.add_argument("--beta", type=float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], help="weights of the cosine")
     args = parser.parse_args(argv)
     if args.generated:
         from laya_artifacts.demo_data import generate
@@ -34,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = [as_case(e) for e in examples if e.question["t"] == "choice"]
     else:
         cases = load_eval_cases(args.cases)
-    rows = similarity_choices(SentenceEncoder(minilm_dir()), cases)
+    encoder = SentenceEncoder(minilm_dir())
+    rows = similarity_choices(encoder, cases)
     if not rows:
         print("no choice questions in the cases", file=sys.stderr)
         return 1
@@ -43,6 +48,17 @@ def main(argv: list[str] | None = None) -> int:
         hits = [ok for d, ok in rows if d == domain]
         print("| %s | %d | %.1f%% |" % (domain, len(hits), 100 * sum(hits) / len(hits)))
     print("| all | %d | %.1f%% |" % (len(rows), 100 * sum(ok for _, ok in rows) / len(rows)))
+    if args.artifact:
+        from laya_artifacts.demo_baseline import product_choices
+        from laya_serverless import Decider
+
+        decider = Decider.from_artifact(args.artifact)
+        graded = product_choices(encoder, decider.predict, cases, [0.0, *args.beta])
+        print("\n| choice by | top-1 |\n|---|---:|")
+        for beta, hits in graded.items():
+            what = "the model alone" if beta == 0 else "model log-probability + %g x cosine" % beta
+            print("| %s | %.1f%% (%d of %d) |" % (what, 100 * sum(ok for _, ok in hits) / len(hits),
+                                                sum(ok for _, ok in hits), len(hits)))
     return 0
 
 

@@ -8,7 +8,8 @@ does not, it has learned the generator's phrasings rather than what the labels m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -47,9 +48,8 @@ class SentenceEncoder:
             return torch.nn.functional.normalize(pooled, dim=-1)
 
 
-def similarity_choices(encoder: SentenceEncoder, cases: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """(domain, correct) for every choice question: the option most similar to the state wins."""
-    out = []
+def _choice_cosines(encoder: SentenceEncoder, cases: Sequence[dict[str, Any]]):
+    """(case, question name, labels, cosine of the state with each option) for every choice question."""
     for case in cases:
         for name, question in case["questions"].items():
             if question["type"] != "choice":
@@ -57,6 +57,28 @@ def similarity_choices(encoder: SentenceEncoder, cases: Sequence[dict[str, Any]]
             labels = list(question["criteria"])
             vectors = encoder.embed([state_text(case["state"])]
                                     + [option_text(label, question["criteria"][label]) for label in labels])
-            best = labels[int((vectors[1:] @ vectors[0]).argmax())]
-            out.append((case["domain"], best == case["expected"][name]))
+            yield case, name, labels, (vectors[1:] @ vectors[0]).tolist()
+
+
+def similarity_choices(encoder: SentenceEncoder, cases: Sequence[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """(domain, correct) for every choice question: the option most similar to the state wins."""
+    return [(case["domain"], labels[max(range(len(labels)), key=lambda i: cos[i])] == case["expected"][name])
+            for case, name, labels, cos in _choice_cosines(encoder, cases)]
+
+
+def product_choices(encoder: SentenceEncoder, predict: Callable[[Any, dict], dict], cases: Sequence[dict[str, Any]],
+                    betas: Sequence[float]) -> dict[float, list[tuple[str, bool]]]:
+    """Per beta, (domain, correct) for every choice question when the option with the highest model
+    log-probability + beta x cosine wins (beta 0: the model alone). A diagnostic: the served model
+    cannot add the cosine itself (see demo_product)."""
+    out: dict[float, list[tuple[str, bool]]] = {beta: [] for beta in betas}
+    answers: dict[int, dict] = {}
+    for case, name, labels, cos in _choice_cosines(encoder, cases):
+        if id(case) not in answers:
+            answers[id(case)] = predict(case["state"], case["questions"])["answers"]
+        probabilities = answers[id(case)][name]["probabilities"]
+        logp = [math.log(max(probabilities[label], 1e-6)) for label in labels]
+        for beta in betas:
+            best = max(range(len(labels)), key=lambda i: logp[i] + beta * cos[i])
+            out[beta].append((case["domain"], labels[best] == case["expected"][name]))
     return out

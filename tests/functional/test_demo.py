@@ -165,7 +165,7 @@ def test_no_hand_written_case_comes_from_the_generator():
 
 
 def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
-    from laya_artifacts.demo_baseline import SentenceEncoder, similarity_choices
+    from laya_artifacts.demo_baseline import SentenceEncoder, product_choices, similarity_choices
 
     routing = {"type": "choice", "instructions": "Route this.",
                "criteria": {"catering": "food and drinks", "it helpdesk": "computers and software"}}
@@ -175,7 +175,18 @@ def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
              {"domain": "d", "state": "We need sandwiches and coffee for twelve at the workshop.",
               "questions": {"team": routing}, "expected": {"team": "it helpdesk"}}]
     # Choice questions only; the second case's expectation is deliberately wrong.
-    assert similarity_choices(SentenceEncoder(demo.minilm_dir()), cases) == [("d", True), ("d", False)]
+    encoder = SentenceEncoder(demo.minilm_dir())
+    assert similarity_choices(encoder, cases) == [("d", True), ("d", False)]
+
+    # A model that mildly prefers catering for the laptop and is sure of catering for the sandwiches:
+    # the cosine overrules the mild preference only, and only when it weighs enough.
+    def predict(state, questions):
+        mild = "laptop" in str(state)
+        probabilities = {"catering": 0.6, "it helpdesk": 0.4} if mild else {"catering": 0.999, "it helpdesk": 0.001}
+        return {"answers": {name: {"probabilities": probabilities} for name in questions}}
+
+    graded = product_choices(encoder, predict, cases, [0.0, 20.0])
+    assert graded == {0.0: [("d", False), ("d", False)], 20.0: [("d", True), ("d", False)]}
 
 
 def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():

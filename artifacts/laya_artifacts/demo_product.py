@@ -10,6 +10,10 @@ The served model is upstream's `DecisionModel` and cannot run a second encoder, 
 distilled instead: a later stage trains on choice targets that mix the generator's answer with
 this product, and on wide-label questions about the generator's own texts (labels from the
 distillation inventory) that only the product labels. The teacher is the unmodified PyPI encoder.
+
+Outcome (stage 12, README): it did not carry over to the hand-written sets. On generated text the
+head is already sure and right, so the product mostly echoes it; the gain needs the teacher to read
+the unseen text at answer time. Kept so the experiment reproduces; no shipped stage uses it.
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is
 
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table) and of
-    generator version 5 as the stage-11 candidates drew it, and the stage-12 candidates'; every hand-written set."""
+    generator version 5 as the stage-11 candidates drew it, and the stage-12 and 13 candidates'; every
+    hand-written set."""
     stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
               (4500, 7, 4), (4500, 8, 4), (4500, 9, 4)]
     # (worlds, seed, generator version) of stages 1-10
@@ -139,7 +140,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     assert (dt.TrainSettings().n_worlds, dt.TrainSettings().seed, dt.TrainSettings().data_version) == stages[0]
     examples = [e for worlds, seed, version in stages for e in generate(worlds, seed, version)]
     examples += generate(4500, 11, 5)   # version 5, as the stage-11 candidates 11c and 11d drew it
-    examples += generate(4500, 12, 4)   # as the stage-12 candidates drew it
+    examples += generate(4500, 12, 4) + generate(4500, 13, 4)   # as the stage-12 and stage-13 candidates drew them
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
@@ -148,6 +149,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_holdout.jsonl")   # the third
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_extra.jsonl")   # the fourth
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_judge.jsonl")   # the fifth
+    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_final.jsonl")   # the sixth
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])

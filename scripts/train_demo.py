@@ -54,14 +54,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="weight of the teacher's cosine in that product")
     parser.add_argument("--wide-label-questions", type=int, default=defaults.wide_label_questions,
                         help="extra product-labelled questions about the generated texts (0: none)")
+    parser.add_argument("--hand-written", nargs="+", default=[], metavar="FILE",
+                        help="hand-written case files (relative to the repo) to train on next to the worlds")
+    parser.add_argument("--hand-written-repeats", type=int, default=defaults.hand_written_repeats,
+                        help="training rows per hand-written question (choice options reshuffled each time)")
+    parser.add_argument("--check-cases", nargs="+", default=[], metavar="FILE",
+                        help="hand-written files the per-epoch check reads (default: the first set)")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
+    for name in args.hand_written + args.check_cases:
+        if Path(name).is_absolute() or not (ROOT / name).is_file():
+            parser.error("%s: not a file relative to the repository root %s" % (name, ROOT))
+    overlap = sorted(set(args.hand_written) & set(args.check_cases))
+    if overlap:
+        parser.error("--check-cases must not be trained on: %s" % ", ".join(overlap))
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
                        binding_weight=args.binding_weight, teacher_questions=args.teacher_questions,
                        data_version=args.data_version, batch_size=args.batch_size,
                        type_weights=tuple(args.type_weights), product_weight=args.product_weight,
                        product_beta=args.product_beta, wide_label_questions=args.wide_label_questions,
+                       hand_written=tuple(args.hand_written), hand_written_repeats=args.hand_written_repeats,
+                       check_cases=tuple(args.check_cases),
                        resume_from=str(args.resume_from) if args.resume_from else None,
                        val_worlds=min(defaults.val_worlds, max(50, args.worlds // 5)))
     train_demo(args.out, settings, progress=say)

@@ -21,6 +21,7 @@ from .checkpoints import minilm_dir
 
 DEMO_NAME = "demo"
 DEMO_DIR = Path(__file__).resolve().parents[2] / "demo"
+REPO_DIR = DEMO_DIR.parent        # hand-written file names in a recipe are relative to it
 HEAD_FILE, CONFIG_FILE = "head.safetensors", "demo_config.json"
 EVAL_CASES_FILE = "eval_cases.jsonl"
 ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -202,16 +203,25 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         train_examples += teacher_questions(words, settings.teacher_questions, settings.seed + 2_000_003, teacher)
         teacher_val = teacher_questions(words, max(50, settings.teacher_questions // 8), settings.seed + 3_000_003,
                                         teacher)
+    if settings.hand_written:
+        from .demo_handwritten import hand_written_examples
+
+        cases = [case for name in settings.hand_written for case in load_eval_cases(REPO_DIR / name)]
+        written = hand_written_examples(eval_examples(cases), settings.hand_written_repeats, settings.seed + 5_000_003)
+        progress("adding %d hand-written cases from %s, %d rows" % (len(cases), ", ".join(settings.hand_written),
+                                                                    len(written)))
+        train_examples += written
     train = prepared(train_examples, "train")
     val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003, version), "held-out synthetic")
     checks = {"val": val}
     if teacher_val:
         # Agreement with the teacher on other draws (the words recur); reported, not used to select.
         checks["teacher"] = prepared(teacher_val, "teacher check")
-    cases_path = DEMO_DIR / EVAL_CASES_FILE
-    if cases_path.is_file():
+    check_paths = [REPO_DIR / name for name in settings.check_cases] or [DEMO_DIR / EVAL_CASES_FILE]
+    if all(path.is_file() for path in check_paths):
         # Reported per epoch for the learning curve only; nothing is selected on it.
-        checks["hand-written"] = prepared(eval_examples(load_eval_cases(cases_path)), "hand-written")
+        checked = [case for path in check_paths for case in load_eval_cases(path)]
+        checks["hand-written"] = prepared(eval_examples(checked), "hand-written")
     encoded_at = time.perf_counter() - started
     state_norm = _final_state_norm(model.encoder, train[0])
     progress("mean encoder state norm %.2f; type embedding starts at %.2f"

@@ -260,7 +260,7 @@ def one_hot(k: int, i: int) -> list[float]:
     return [1.0 if j == i else 0.0 for j in range(k)]
 
 
-def _ordinal_target(k: int, x: float, spread: float = 0.35) -> list[float]:
+def ordinal_target(k: int, x: float, spread: float = 0.35) -> list[float]:
     """Mass on the level nearest `x` (0..1) and a little on its neighbours: within one level counts."""
     centre = x * (k - 1)
     weights = [pow(2.718281828, -((j - centre) ** 2) / (2 * spread ** 2)) for j in range(k)]
@@ -348,7 +348,7 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
         yield _restated(rng, state, q, index, "ticket-topic")
     scale = rng.choice(URGENCY_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
-                  _ordinal_target(len(scale), urgency / 3), "ticket-urgency")
+                  ordinal_target(len(scale), urgency / 3), "ticket-urgency")
     facts = {"churn": churn, "refund": refund, "negative": tone == "negative", "urgent": urgency >= 2,
              "order_number": order_no}
     for name in ("billing", "tech", "shipping", "account"):
@@ -382,7 +382,7 @@ def _review(rng: random.Random) -> Iterator[Example]:
     state = _render(rng, " ".join(sentences), "review")
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
-                  _ordinal_target(len(scale), stars / 4), "review-rating")
+                  ordinal_target(len(scale), stars / 4), "review-rating")
     fact = rng.choice(list(REVIEW_NOUL))
     holds = stars >= 3 if fact == "recommend" else fact.split(":")[1] in aspects
     q, target = _noul(rng.choice(REVIEW_NOUL[fact]), holds)
@@ -532,7 +532,7 @@ def _severity_ticket(rng: random.Random) -> Iterator[Example]:
     state = _render(rng, " ".join(p for p in parts if p), "ticket")
     scale = rng.choice(URGENCY_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
-                  _ordinal_target(len(scale), level / 3), "severity-urgency")
+                  ordinal_target(len(scale), level / 3), "severity-urgency")
     instruction = rng.choice(ESCALATE_NOUL)
     holds = level <= 1 if instruction.startswith("Can this wait") else level >= 2
     q, target = _noul(instruction, holds)
@@ -556,7 +556,7 @@ def _rated_review(rng: random.Random) -> Iterator[Example]:
     state = _render(rng, " ".join(sentences), "review")
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
-                  _ordinal_target(len(scale), stars / 4), "review-rating")
+                  ordinal_target(len(scale), stars / 4), "review-rating")
     positive = rng.random() < 0.5
     instruction = rng.choice(["Is the review positive?", "Is the reviewer satisfied?", "Did they like it?"] if positive
                              else ["Is the review negative?", "Is the reviewer disappointed?", "Did they dislike it?"])

@@ -22,9 +22,9 @@ from .demo_data import (
     RATING_SCALES,
     Example,
     _noul,
-    _ordinal_target,
     _render,
     _sentence,
+    ordinal_target,
     sentiment_question,
 )
 
@@ -153,7 +153,7 @@ def composed_review(rng: random.Random) -> Iterator[Example]:
 
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS + MORE_RATING_INSTRUCTIONS),
-                          "crit": list(scale)}, _ordinal_target(len(scale), stars / 4), "composed-rating")
+                          "crit": list(scale)}, ordinal_target(len(scale), stars / 4), "composed-rating")
     if rng.random() < 0.5:
         q, target = sentiment_question(rng, "positive" if stars >= 3 else "negative" if stars <= 1 else "neutral")
         yield Example(state, q, target, "composed-sentiment")

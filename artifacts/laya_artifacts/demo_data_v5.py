@@ -18,10 +18,10 @@ from .demo_data import (
     Example,
     _choice_question,
     _noul,
-    _ordinal_target,
     _render,
     _sentence,
     one_hot,
+    ordinal_target,
     sentiment_question,
 )
 from .demo_data_v4 import WORKPLACE_FRAMES, WORKPLACE_SUBJECTS, employee_request
@@ -105,7 +105,7 @@ def rated_experience(rng: random.Random) -> Iterator[Example]:
 
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
-                  _ordinal_target(len(scale), stars / 4), "experience-rating")
+                  ordinal_target(len(scale), stars / 4), "experience-rating")
     mood = "positive" if stars >= 3 else "negative" if stars <= 1 else "neutral"
     if rng.random() < 0.5:
         q, target = sentiment_question(rng, mood)

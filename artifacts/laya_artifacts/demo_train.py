@@ -62,6 +62,12 @@ class TrainSettings:
     product_weight: float = 0.0
     product_beta: float = 20.0
     wide_label_questions: int = 0     # extra product-labelled questions about the generator's texts
+    # Hand-written case files (repo-relative) trained on next to the generated worlds (demo_handwritten),
+    # each question `hand_written_repeats` times; and the files the per-epoch hand-written check reads
+    # (empty: the first hand-written set).
+    hand_written: tuple[str, ...] = ()
+    hand_written_repeats: int = 1
+    check_cases: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -130,7 +130,7 @@ def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is
 
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table) and of
-    generator version 5 as the stage-11 candidates drew it, and the stage-12 and 13 candidates'; every
+    generator version 5 as the stage-11 candidates drew it, and the stage-12 to 14 candidates'; every
     hand-written set."""
     stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
               (4500, 7, 4), (4500, 8, 4), (4500, 9, 4)]
@@ -141,6 +141,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     examples = [e for worlds, seed, version in stages for e in generate(worlds, seed, version)]
     examples += generate(4500, 11, 5)   # version 5, as the stage-11 candidates 11c and 11d drew it
     examples += generate(4500, 12, 4) + generate(4500, 13, 4)   # as the stage-12 and stage-13 candidates drew them
+    examples += generate(1500, 14, 4)   # the stage-14 candidates (next to hand-written sets A-D)
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
@@ -150,6 +151,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_extra.jsonl")   # the fourth
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_judge.jsonl")   # the fifth
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_final.jsonl")   # the sixth
+    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_g.jsonl")   # the seventh
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
@@ -164,6 +166,19 @@ def test_no_hand_written_case_comes_from_the_generator():
         for start in range(len(pattern) - 5):
             window = pattern[start:start + 6]
             assert not any(all(p == "{w}" or p == w for p, w in zip(window, run, strict=True)) for run in case_runs)
+
+
+def test_the_seventh_set_shares_no_phrase_with_the_earlier_sets():
+    """Stage 14 trains on sets A-D, so set G, which judges it, must not repeat their wording (nor E's or F's)."""
+    earlier = ["eval_cases", "eval_cases_fresh", "eval_cases_holdout", "eval_cases_extra", "eval_cases_judge",
+               "eval_cases_final"]
+    earlier_runs = {run for name in earlier for case in demo.load_eval_cases(demo.DEMO_DIR / (name + ".jsonl"))
+                    for text in _texts(case["state"]) for run in _word_runs(text)}
+    seventh = demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_g.jsonl")
+    assert len(seventh) >= 60 and sum(len(c["questions"]) for c in seventh) >= 100
+    for case in seventh:
+        runs = {run for text in _texts(case["state"]) for run in _word_runs(text)}
+        assert not runs & earlier_runs, case["state"]
 
 
 def test_the_similarity_baseline_picks_the_option_closest_in_meaning():

@@ -130,18 +130,17 @@ def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is
 
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table) and of
-    generator version 5 as the stage-11 candidates drew it, and the stage-12 to 14 candidates'; every
+    generator version 5 as the stage-11 candidates drew it, and the stage-12 and 13 candidates'; every
     hand-written set."""
     stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
-              (4500, 7, 4), (4500, 8, 4), (4500, 9, 4)]
-    # (worlds, seed, generator version) of stages 1-10
+              (4500, 7, 4), (4500, 8, 4), (4500, 9, 4), (1500, 14, 4)]
+    # (worlds, seed, generator version) of stages 1-10 and of stage 14 (next to hand-written sets A-D)
     last = json.loads((demo.DEMO_DIR / demo.CONFIG_FILE).read_text())["recipe"]
     assert (last["n_worlds"], last["seed"], last["data_version"]) == stages[-1]
     assert (dt.TrainSettings().n_worlds, dt.TrainSettings().seed, dt.TrainSettings().data_version) == stages[0]
     examples = [e for worlds, seed, version in stages for e in generate(worlds, seed, version)]
     examples += generate(4500, 11, 5)   # version 5, as the stage-11 candidates 11c and 11d drew it
     examples += generate(4500, 12, 4) + generate(4500, 13, 4)   # as the stage-12 and stage-13 candidates drew them
-    examples += generate(1500, 14, 4)   # the stage-14 candidates (next to hand-written sets A-D)
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
@@ -353,11 +352,18 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert script["main"](["--resume-from", str(tmp_path / "demo"), "--seed", "1", "--worlds", "12", "--epochs", "1",
                            "--warmup", "2", "--data-version", "4", "--type-weights", "1", "3", "2",
                            "--binding-weight", "0", "--teacher-questions", "20", "--product-weight", "0.5",
-                           "--wide-label-questions", "10", "--out", str(tmp_path / "stage2")]) == 0
+                           "--wide-label-questions", "10", "--hand-written", "demo/eval_cases_fresh.jsonl",
+                           "--hand-written-repeats", "2", "--check-cases", "demo/eval_cases_holdout.jsonl",
+                           "--out", str(tmp_path / "stage2")]) == 0
     second = json.loads((tmp_path / "stage2" / demo.CONFIG_FILE).read_text())
     assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 4
     assert second["recipe"]["teacher_questions"] == 20 and second["recipe"]["product_weight"] == 0.5
     assert second["recipe"]["wide_label_questions"] == 10 and second["recipe"]["product_beta"] == 20.0
+    assert second["recipe"]["hand_written"] == ["demo/eval_cases_fresh.jsonl"]
+    assert second["recipe"]["hand_written_repeats"] == 2
+    assert second["recipe"]["check_cases"] == ["demo/eval_cases_holdout.jsonl"]
+    fresh = demo.eval_examples(demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_fresh.jsonl"))
+    assert second["train_sequences"] >= 2 * len(fresh)
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
     stages = json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())
     assert len(stages) == 2 and "choice" in stages[1][-1]["teacher"]   # agreement with the teacher, per epoch

@@ -53,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--product-beta", type=float, default=defaults.product_beta,
                         help="weight of the teacher's cosine in that product")
     parser.add_argument("--wide-label-questions", type=int, default=defaults.wide_label_questions,
-                        help="extra product-labelled questions about the generated texts (0: none)")
+                        help="extra teacher-labelled questions about the texts of --wide-label-source (0: none)")
+    parser.add_argument("--wide-label-source", choices=("generated", "hand-written"),
+                        default=defaults.wide_label_source,
+                        help="ask them about the generated worlds or about the --hand-written sets' texts")
     parser.add_argument("--hand-written", nargs="+", default=[], metavar="FILE",
                         help="hand-written case files (relative to the repo) to train on next to the worlds")
     parser.add_argument("--hand-written-repeats", type=int, default=defaults.hand_written_repeats,
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                        data_version=args.data_version, batch_size=args.batch_size,
                        type_weights=tuple(args.type_weights), product_weight=args.product_weight,
                        product_beta=args.product_beta, wide_label_questions=args.wide_label_questions,
+                       wide_label_source=args.wide_label_source,
                        hand_written=tuple(args.hand_written), hand_written_repeats=args.hand_written_repeats,
                        check_cases=tuple(args.check_cases),
                        resume_from=str(args.resume_from) if args.resume_from else None,

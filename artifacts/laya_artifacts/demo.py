@@ -185,11 +185,15 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
     teacher_val, teacher = None, None
     if settings.product_weight and not settings.resume_from:
         raise ValueError("product_weight needs resume_from: the product is of a finished stage's head")
+    if settings.wide_label_source not in ("generated", "hand-written"):
+        raise ValueError("wide_label_source must be 'generated' or 'hand-written', got %r" % settings.wide_label_source)
+    if settings.wide_label_questions and settings.wide_label_source == "hand-written" and not settings.hand_written:
+        raise ValueError("wide_label_source 'hand-written' needs hand_written files to ask about")
     if settings.teacher_questions or settings.product_weight or settings.wide_label_questions:
         from .demo_baseline import SentenceEncoder
 
         teacher = SentenceEncoder(minilm_dir())
-    if settings.wide_label_questions:
+    if settings.wide_label_questions and settings.wide_label_source == "generated":
         from .demo_product import wide_label_questions
 
         progress("drawing %d wide-label questions about the generated texts" % settings.wide_label_questions)
@@ -211,6 +215,17 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         progress("adding %d hand-written cases from %s, %d rows" % (len(cases), ", ".join(settings.hand_written),
                                                                     len(written)))
         train_examples += written
+        if settings.wide_label_questions and settings.wide_label_source == "hand-written":
+            from .demo_distill import LABEL_INVENTORY
+            from .demo_handwritten import case_labels
+            from .demo_product import wide_label_questions
+
+            inventory = LABEL_INVENTORY + [item for item in case_labels(cases)
+                                           if item[0] not in {label for label, _ in LABEL_INVENTORY}]
+            progress("drawing %d teacher-labelled questions about the hand-written texts (%d labels)"
+                     % (settings.wide_label_questions, len(inventory)))
+            train_examples += wide_label_questions(eval_examples(cases), settings.wide_label_questions,
+                                                   settings.seed + 4_000_003, teacher, inventory)
     train = prepared(train_examples, "train")
     val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003, version), "held-out synthetic")
     checks = {"val": val}

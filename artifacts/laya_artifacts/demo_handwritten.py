@@ -36,6 +36,17 @@ def softened_score(example: Example) -> Example:
     return Example(example.state, example.question, ordinal_target(k, level / (k - 1)), example.domain)
 
 
+def case_labels(cases: Sequence[dict[str, Any]]) -> list[tuple[str, str | None]]:
+    """Every choice label of the cases with its description (the first one met), in order met."""
+    seen: dict[str, str | None] = {}
+    for case in cases:
+        for question in case["questions"].values():
+            if question["type"] == "choice":
+                for label, description in question["criteria"].items():
+                    seen.setdefault(label, description)
+    return list(seen.items())
+
+
 def hand_written_examples(examples: Sequence[Example], repeats: int, seed: int) -> list[Example]:
     """`repeats` training rows for each hand-written question, in a seeded order of options."""
     if repeats < 1:

@@ -48,29 +48,31 @@ def teacher_cosines(teacher: SentenceEncoder, examples: Sequence[Example],
     return out
 
 
-def wide_label_questions(examples: Sequence[Example], n_questions: int, seed: int,
-                         teacher: SentenceEncoder) -> list[Example]:
-    """Up to `n_questions` choice questions about the texts of `examples` (one per distinct text), each
-    offering the inventory label closest to the text and 1-5 others, in a seeded order. The target
-    is a placeholder (the teacher's own distribution): `product_targets` relabels them."""
+def wide_label_questions(examples: Sequence[Example], n_questions: int, seed: int, teacher: SentenceEncoder,
+                         inventory: Sequence[tuple[str, str | None]] = LABEL_INVENTORY) -> list[Example]:
+    """`n_questions` choice questions about the texts of `examples` (one per distinct text, going round
+    again when there are fewer texts), each offering the `inventory` label closest to the text and 1-5
+    others, in a seeded order. The target is the teacher's own distribution (sharp, temperature 0.05);
+    `product_targets` may relabel them."""
     rng = random.Random(seed)
     texts: dict[str, Example] = {}
     for e in examples:
         texts.setdefault(repr(e.state), e)
     pool = list(texts.values())
     rng.shuffle(pool)
-    pool = pool[:n_questions]
-    described = teacher.embed([option_text(*item) for item in LABEL_INVENTORY])
+    pool = [pool[i % len(pool)] for i in range(n_questions)] if pool else []
+    described = teacher.embed([option_text(*item) for item in inventory])
     out = []
     for start in range(0, len(pool), 64):
         chunk = pool[start:start + 64]
         for e, vec in zip(chunk, teacher.embed([state_text(e.state) for e in chunk]), strict=True):
             sims = (described @ vec).tolist()
             best = max(range(len(sims)), key=lambda i: sims[i])
-            offered = rng.sample([i for i in range(len(sims)) if i != best], rng.randint(1, 5)) + [best]
+            others = [i for i in range(len(sims)) if i != best]
+            offered = rng.sample(others, rng.randint(1, min(5, len(others)))) + [best]
             rng.shuffle(offered)
             with_description = rng.random() < 0.6
-            crit = {LABEL_INVENTORY[i][0]: LABEL_INVENTORY[i][1] if with_description else None for i in offered}
+            crit = {inventory[i][0]: inventory[i][1] if with_description else None for i in offered}
             target = torch.softmax(torch.tensor([sims[i] for i in offered]) / 0.05, -1).tolist()
             out.append(Example(e.state, {"t": "choice", "ins": rng.choice(INSTRUCTIONS), "crit": crit},
                                target, "wide-label"))

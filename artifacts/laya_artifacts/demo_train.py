@@ -61,7 +61,8 @@ class TrainSettings:
     # Choice targets become (1 - product_weight) x target + product_weight x product.
     product_weight: float = 0.0
     product_beta: float = 20.0
-    wide_label_questions: int = 0     # extra product-labelled questions about the generator's texts
+    wide_label_questions: int = 0     # extra teacher-labelled questions about the texts of ...
+    wide_label_source: str = "generated"   # ... the generator ("generated") or the hand-written sets trained on
     # Hand-written case files (repo-relative) trained on next to the generated worlds (demo_handwritten),
     # each question `hand_written_repeats` times; and the files the per-epoch hand-written check reads
     # (empty: the first hand-written set).

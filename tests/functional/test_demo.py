@@ -130,7 +130,7 @@ def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is
 
 def test_no_hand_written_case_comes_from_the_generator():
     """Against the training worlds of every stage of the shipped head (the README's stage table) and of
-    generator version 5 as the stage-11 candidates drew it, and the stage-12 and 13 candidates'; every
+    generator version 5 as the stage-11 candidates drew it, and the stage-12, 13 and 15 candidates'; every
     hand-written set."""
     stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
               (4500, 7, 4), (4500, 8, 4), (4500, 9, 4), (1500, 14, 4)]
@@ -141,6 +141,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     examples = [e for worlds, seed, version in stages for e in generate(worlds, seed, version)]
     examples += generate(4500, 11, 5)   # version 5, as the stage-11 candidates 11c and 11d drew it
     examples += generate(4500, 12, 4) + generate(4500, 13, 4)   # as the stage-12 and stage-13 candidates drew them
+    examples += generate(1500, 15, 4)   # as the stage-15 candidates drew them
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
     cases = demo.load_eval_cases()
@@ -151,6 +152,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_judge.jsonl")   # the fifth
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_final.jsonl")   # the sixth
     cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_g.jsonl")   # the seventh
+    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_h.jsonl")   # the eighth
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
@@ -167,15 +169,20 @@ def test_no_hand_written_case_comes_from_the_generator():
             assert not any(all(p == "{w}" or p == w for p, w in zip(window, run, strict=True)) for run in case_runs)
 
 
-def test_the_seventh_set_shares_no_phrase_with_the_earlier_sets():
-    """Stage 14 trains on sets A-D, so set G, which judges it, must not repeat their wording (nor E's or F's)."""
-    earlier = ["eval_cases", "eval_cases_fresh", "eval_cases_holdout", "eval_cases_extra", "eval_cases_judge",
-               "eval_cases_final"]
-    earlier_runs = {run for name in earlier for case in demo.load_eval_cases(demo.DEMO_DIR / (name + ".jsonl"))
+SETS_IN_ORDER = ["eval_cases", "eval_cases_fresh", "eval_cases_holdout", "eval_cases_extra", "eval_cases_judge",
+                 "eval_cases_final", "eval_cases_g", "eval_cases_h"]
+
+
+@pytest.mark.parametrize("name", ["eval_cases_g", "eval_cases_h"])
+def test_a_set_written_to_judge_a_stage_trained_on_earlier_sets_repeats_none_of_their_wording(name):
+    """Stages 14 and 15 train on hand-written sets, so the sets that judge them (G, H) must not repeat
+    a six-word run of any set written before them."""
+    earlier = SETS_IN_ORDER[: SETS_IN_ORDER.index(name)]
+    earlier_runs = {run for other in earlier for case in demo.load_eval_cases(demo.DEMO_DIR / (other + ".jsonl"))
                     for text in _texts(case["state"]) for run in _word_runs(text)}
-    seventh = demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_g.jsonl")
-    assert len(seventh) >= 60 and sum(len(c["questions"]) for c in seventh) >= 100
-    for case in seventh:
+    cases = demo.load_eval_cases(demo.DEMO_DIR / (name + ".jsonl"))
+    assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
+    for case in cases:
         runs = {run for text in _texts(case["state"]) for run in _word_runs(text)}
         assert not runs & earlier_runs, case["state"]
 
@@ -255,6 +262,23 @@ def test_the_product_of_head_and_teacher_decides_where_the_head_is_unsure():
         picked = list(crit)[max(range(len(crit)), key=lambda i: question.target[i])]
         if "laptop" in str(question.state):
             assert picked in {"it helpdesk", "electronics", "technical support", "bug report"}
+
+
+def test_wide_label_questions_go_round_the_texts_and_offer_the_teachers_best_label():
+    from laya_artifacts.demo_baseline import SentenceEncoder
+    from laya_artifacts.demo_data import Example
+    from laya_artifacts.demo_product import wide_label_questions
+
+    inventory = [("plumbing", "leaks, pipes, water"), ("catering", "food and drinks"), ("it helpdesk", None),
+                 ("gardening", "plants, lawns, trees")]
+    texts = [Example("Water is dripping from the pipe under the sink.", {}, [], "d"),
+             Example("We need sandwiches and coffee for the workshop.", {}, [], "d")]
+    questions = wide_label_questions(texts, 5, seed=1, teacher=SentenceEncoder(demo.minilm_dir()), inventory=inventory)
+    assert [q.state for q in questions].count(texts[0].state) + [q.state for q in questions].count(texts[1].state) == 5
+    for q in questions:
+        assert set(q.question["crit"]) <= {label for label, _ in inventory} and 2 <= len(q.question["crit"]) <= 6
+        best = list(q.question["crit"])[max(range(len(q.target)), key=lambda i: q.target[i])]
+        assert best == ("plumbing" if "pipe" in q.state else "catering")
 
 
 def test_the_product_needs_a_finished_stage_to_start_from(tmp_path):

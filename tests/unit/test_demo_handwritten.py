@@ -53,3 +53,13 @@ def test_the_script_refuses_missing_sets_and_checking_on_what_it_trains_on(args,
     with pytest.raises(SystemExit) as exit_:
         script["main"](args + ["--out", "/nonexistent/never-written"])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_case_labels_lists_every_choice_label_once_with_its_first_description():
+    from laya_artifacts.demo_handwritten import case_labels
+
+    team = {"type": "choice", "instructions": "Team?", "criteria": {"billing": "money", "tech": None}}
+    again = {"type": "choice", "instructions": "Team?", "criteria": {"tech": "bugs", "sales": "deals"}}
+    cases = [{"questions": {"t": team, "n": {"type": "noul", "instructions": "Late?"}}},
+             {"questions": {"t": again, "s": {"type": "score", "instructions": "How bad?", "criteria": ["a", "b"]}}}]
+    assert case_labels(cases) == [("billing", "money"), ("tech", None), ("sales", "deals")]

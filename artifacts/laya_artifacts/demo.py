@@ -314,7 +314,8 @@ def training_report(meta: dict[str, Any], stages: list[list[dict[str, Any]]]) ->
              "Calibrated temperatures: per type %s; per bucket %s" % (
                  meta["checkpoint_config"]["temperature"], meta["checkpoint_config"]["temperature_by_options"]), "",
              "Accuracy: choice and noul top-1, score within one level (argmax). `val` is held-out synthetic",
-             "data from the same generator; `hand-written` is the evaluation set, never used to select anything.", ""]
+             "data from the same generator; `hand-written` is the recipe's `check_cases` (the first",
+             "hand-written set when empty), reported per epoch; nothing in a run is selected on it.", ""]
     for number, curve in enumerate(stages, 1):
         checks = [k for k, v in curve[0].items() if isinstance(v, dict)]
         header = "| epoch | train loss | binding loss | " + " | ".join(

@@ -253,9 +253,10 @@ def test_the_product_of_head_and_teacher_decides_where_the_head_is_unsure():
     mixed = product_targets([0.0, 0.0], laptop, [1.0, 0.0], 20.0, 0.5)
     assert abs(sum(mixed) - 1) < 1e-6 and 0.45 < mixed[0] < 0.55
     assert product_targets([0.0, 0.0], laptop, [1.0, 0.0], 20.0, 0.0) == [1.0, 0.0]
-    # Wide-label questions: one per distinct text, seeded, the teacher's nearest inventory label always offered.
+    # Wide-label questions: round the distinct texts, seeded, the teacher's nearest inventory label always offered.
     wide = wide_label_questions(examples + examples, 10, 5, teacher)
-    assert wide == wide_label_questions(examples + examples, 10, 5, teacher) and len(wide) == 3
+    assert wide == wide_label_questions(examples + examples, 10, 5, teacher) and len(wide) == 10
+    assert sorted(sum(repr(q.state) == repr(e.state) for q in wide) for e in examples) == [3, 3, 4]
     for question in wide:
         crit = question.question["crit"]
         assert 2 <= len(crit) <= 6 and question.domain == "wide-label"

@@ -1,8 +1,12 @@
-"""Evaluate the demo model on the hand-written cases in demo/eval_cases.jsonl (never generated).
+"""Evaluate the demo model on hand-written cases (never generated); by default sets G and H.
+
+The shipped head trained on sets A-D and was chosen on E and F, so only G and H, written before its
+result and read once, measure it honestly; `--cases` takes any set (or several, pooled).
 
     python scripts/eval_demo.py                       # what the quickstart serves: demo/cpu-int8 from .laya-store
     python scripts/eval_demo.py --artifact DIR        # any built artifact (verified before use)
     python scripts/eval_demo.py --checkpoint DIR      # upstream laya.Agent (PyTorch FP32) on a checkpoint
+    python scripts/eval_demo.py --cases demo/eval_cases_judge.jsonl demo/eval_cases_final.jsonl   # pooled
 
 Prints a Markdown table (accuracy, top-1, confidence, ECE per type; accuracy per domain) and, with
 --json, writes the graded rows' summary there.
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CASES = (ROOT / "demo" / "eval_cases_g.jsonl", ROOT / "demo" / "eval_cases_h.jsonl")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--checkpoint", type=Path, help="a Laya checkpoint, run by upstream laya on PyTorch")
     parser.add_argument("--store", type=Path, default=ROOT / ".laya-store", help="local store (default .laya-store)")
     parser.add_argument("--target", default="cpu-int8")
-    parser.add_argument("--cases", type=Path, default=None, help="JSON-lines cases (default demo/eval_cases.jsonl)")
+    parser.add_argument("--cases", type=Path, nargs="+", default=list(DEFAULT_CASES),
+                        help="JSON-lines case files, pooled (default: sets G and H)")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     args = parser.parse_args(argv)
 
@@ -47,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             decider = Decider.from_store(args.store, DEMO_NAME, args.target, cache_dir=ROOT / ".cache" / "serving")
             what = "%s/%s from %s" % (DEMO_NAME, args.target, args.store)
         predict = decider.predict
-    cases = load_eval_cases(args.cases)
+    missing = [str(path) for path in args.cases if not path.is_file()]
+    if missing:
+        parser.error("no such case file: %s" % ", ".join(missing))
+    cases = [case for path in args.cases for case in load_eval_cases(path)]
     graded = grade_cases(predict, cases)
-    print("# %d hand-written cases, %d questions — %s\n" % (len(cases), len(graded), what))
+    print("# %d hand-written cases, %d questions (%s) — %s\n"
+          % (len(cases), len(graded), ", ".join(path.name for path in args.cases), what))
     print(table(graded))
     if args.json:
         args.json.write_text(json.dumps({"model": what, "summary": summary(graded)}, indent=2) + "\n")

@@ -7,7 +7,8 @@ a stage may train on some of them and be judged on a set it never saw.
 
 Each repeat of a case is one more training row per question; a choice question's options are
 shuffled anew in every repeat (the generator shuffles its own), and a score's target puts a little
-mass on the neighbouring levels, as the generator's do.
+mass on the neighbouring levels, as the generator's do. `case_labels` gives stage 15's
+teacher-labelled questions about these texts their inventory; neither stage-15 candidate shipped.
 """
 
 from __future__ import annotations

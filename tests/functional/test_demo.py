@@ -413,3 +413,21 @@ def test_assembly_refuses_a_tampered_head_or_a_different_encoder(tmp_path, monke
     with pytest.raises(demo.DemoError, match="not the one the demo head was trained on"):
         demo.assemble_demo(tmp_path / "out", shipped)
     assert not (tmp_path / "out").exists()
+
+
+def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_missing_one(tiny_int8, tmp_path,
+                                                                                           capsys):
+    script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "eval_demo.py"))
+    assert [p.name for p in script["DEFAULT_CASES"]] == ["eval_cases_g.jsonl", "eval_cases_h.jsonl"]
+    lines = (demo.DEMO_DIR / "eval_cases_h.jsonl").read_text().splitlines()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:3]) + "\n")
+    second.write_text("\n".join(lines[3:5]) + "\n")
+    questions = sum(len(json.loads(line)["questions"]) for line in lines[:5])
+    out = tmp_path / "summary.json"
+    assert script["main"](["--artifact", str(tiny_int8), "--cases", str(first), str(second), "--json", str(out)]) == 0
+    assert "# 5 hand-written cases, %d questions (first.jsonl, second.jsonl)" % questions in capsys.readouterr().out
+    assert json.loads(out.read_text())["summary"]["all"]["n"] == questions
+    with pytest.raises(SystemExit):
+        script["main"](["--artifact", str(tiny_int8), "--cases", str(tmp_path / "absent.jsonl")])
+    assert "no such case file" in capsys.readouterr().err

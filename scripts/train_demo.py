@@ -68,9 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.hand_written + args.check_cases:
         if Path(name).is_absolute() or not (ROOT / name).is_file():
             parser.error("%s: not a file relative to the repository root %s" % (name, ROOT))
-    overlap = sorted(set(args.hand_written) & set(args.check_cases))
+    trained, checked = ({(ROOT / n).resolve() for n in names} for names in (args.hand_written, args.check_cases))
+    overlap = sorted(trained & checked)
     if overlap:
-        parser.error("--check-cases must not be trained on: %s" % ", ".join(overlap))
+        parser.error("--check-cases must not be trained on: %s" % ", ".join(str(p.relative_to(ROOT)) for p in overlap))
+    if args.hand_written_repeats < 1:
+        parser.error("--hand-written-repeats must be at least 1, got %d" % args.hand_written_repeats)
+    if args.wide_label_questions and args.wide_label_source == "hand-written" and not args.hand_written:
+        parser.error("--wide-label-source hand-written asks about the --hand-written sets: give at least one")
     settings = replace(defaults, seed=args.seed, n_worlds=args.worlds, epochs=args.epochs,
                        train_layers=args.train_layers, warmup_steps=args.warmup, lr=args.lr,
                        binding_weight=args.binding_weight, teacher_questions=args.teacher_questions,

@@ -211,7 +211,8 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
         from .demo_handwritten import hand_written_examples
 
         cases = [case for name in settings.hand_written for case in load_eval_cases(REPO_DIR / name)]
-        written = hand_written_examples(eval_examples(cases), settings.hand_written_repeats, settings.seed + 5_000_003)
+        gold = eval_examples(cases)
+        written = hand_written_examples(gold, settings.hand_written_repeats, settings.seed + 5_000_003)
         progress("adding %d hand-written cases from %s, %d rows" % (len(cases), ", ".join(settings.hand_written),
                                                                     len(written)))
         train_examples += written
@@ -224,7 +225,7 @@ def train_demo(out_dir: Path, settings: Any, progress: Progress) -> dict[str, An
                                            if item[0] not in {label for label, _ in LABEL_INVENTORY}]
             progress("drawing %d teacher-labelled questions about the hand-written texts (%d labels)"
                      % (settings.wide_label_questions, len(inventory)))
-            train_examples += wide_label_questions(eval_examples(cases), settings.wide_label_questions,
+            train_examples += wide_label_questions(gold, settings.wide_label_questions,
                                                    settings.seed + 4_000_003, teacher, inventory)
     train = prepared(train_examples, "train")
     val = prepared(generate(settings.val_worlds, settings.seed + 1_000_003, version), "held-out synthetic")

@@ -47,6 +47,10 @@ def test_no_repeats_is_refused():
 @pytest.mark.parametrize("args, message", [
     (["--hand-written", "demo/no_such_set.jsonl"], "not a file relative to the repository root"),
     (["--hand-written", "demo/eval_cases.jsonl", "--check-cases", "demo/eval_cases.jsonl"], "must not be trained on"),
+    (["--hand-written", "demo/eval_cases.jsonl", "--check-cases", "./demo/../demo/eval_cases.jsonl"],
+     "must not be trained on"),
+    (["--hand-written", "demo/eval_cases.jsonl", "--hand-written-repeats", "0"], "must be at least 1"),
+    (["--wide-label-questions", "10", "--wide-label-source", "hand-written"], "give at least one"),
 ])
 def test_the_script_refuses_missing_sets_and_checking_on_what_it_trains_on(args, message, capsys):
     script = runpy.run_path(str(ROOT / "scripts" / "train_demo.py"))

@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := infra/node_modules/.bin/cdk
 ARCH ?= x86_64
 
-.PHONY: serve test lint layer synth deploy
+.PHONY: serve test test-fast lint layer synth deploy
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,13 @@ $(BIN)/.installed: pyproject.toml
 serve: $(BIN)/.installed
 	$(BIN)/python scripts/quickstart.py
 
-## test: lint, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
+## test: lint and types, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
 test: $(BIN)/.installed $(CDK) lint layer
 	$(BIN)/python -m pytest
+
+## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
+test-fast: $(BIN)/.installed lint
+	$(BIN)/python -m pytest -m "not slow and not parity" -q
 
 # The CDK CLI, pinned in infra/package-lock.json.
 $(CDK): infra/package.json infra/package-lock.json
@@ -42,3 +46,4 @@ deploy: layer $(CDK)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/mypy

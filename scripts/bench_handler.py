@@ -35,8 +35,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from laya_serverless import Decider
-    from laya_serverless.cli import lambda_context
     from laya_serverless.handler import make_handler
+    from laya_serverless.local import lambda_context
 
     asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs the app on this thread's loop
     environ = {"LAYA_STORE": str(ROOT / ".laya-store"), "LAYA_DEPLOYED": "english=minilm",

@@ -114,7 +114,7 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.export import export_checkpoint
     from laya_artifacts.publish import publish
-    from laya_serverless.store import LocalStore
+    from laya_serverless.artifact.store import LocalStore
 
     def say(message: str) -> None:
         print("  " + message, file=sys.stderr)

@@ -42,7 +42,7 @@ def ensure_published() -> str:
     from laya_artifacts.build import GateFailed
     from laya_artifacts.demo import CONFIG_FILE, DEMO_DIR, DEMO_NAME, assemble_demo
     from laya_artifacts.publish import publish
-    from laya_serverless.store import LocalStore, pointer_key
+    from laya_serverless.artifact.store import LocalStore, pointer_key
 
     head_sha = json.loads((DEMO_DIR / CONFIG_FILE).read_text())["head_sha256"]
     store = LocalStore(STORE)

@@ -33,6 +33,21 @@ def tiny_modernbert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 
 
 @pytest.fixture(scope="session")
+def tiny_fp32(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[Path, Path]) -> Path:
+    """A gated, manifested cpu-fp32 artifact of the tiny ModernBERT, against the committed goldens.
+
+    The store, handler and service tests use it: FP32 passes its gate on every x86 CPU, while
+    int8 results depend on the CPU's instruction set (VNNI or not), so an int8 fixture would tie
+    those tests to one CPU family."""
+    from laya_artifacts.build import build_artifact
+
+    out = tmp_path_factory.mktemp("tiny-fp32") / "artifact"
+    build_artifact(tiny_modernbert[0], "cpu-fp32", out, name="tiny-modernbert",
+                   goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
+    return out
+
+
+@pytest.fixture(scope="session")
 def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[Path, Path]) -> Path:
     """A gated, manifested cpu-int8 artifact of the tiny ModernBERT, against the committed goldens."""
     from laya_artifacts.build import build_artifact

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.manifest import MANIFEST_FILE, SCHEMA, sha256_bytes, sha256_file
+from laya_serverless.artifact.layout import GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE, DecodeConfig, copy_decode_config
+from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
+from laya_serverless.errors import GateFailed
 
 from .export import OPSET, export_checkpoint
 from .goldens import GOLDENS_FILE, record_goldens, weights_sha256
@@ -25,12 +27,6 @@ TARGETS = ("cpu-int8", "cpu-fp32")
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 _ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
               "amx_int8", "amx_bf16")
-
-
-class GateFailed(Exception):
-    def __init__(self, report: GateReport, artifact_dir: Path) -> None:
-        super().__init__("the parity gate failed for %s; report: %s" % (artifact_dir, artifact_dir / REPORT_TEXT))
-        self.report = report
 
 
 def cpu_profile() -> dict[str, Any]:
@@ -56,7 +52,7 @@ def tool_versions() -> dict[str, str]:
 
 
 def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, Any] | None,
-                   decode: dict[str, Any]) -> dict[str, Any]:
+                   decode: DecodeConfig) -> dict[str, Any]:
     from importlib.metadata import version
 
     return {
@@ -67,7 +63,7 @@ def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, An
                   "optimized_offline": {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}},
         "precision": {"weights": "int8", "recipe": recipe} if recipe else {"weights": "fp32"},
         "shape_policy": {"rows": "dynamic", "tokens": "dynamic", "options": "dynamic, at least 2 columns",
-                         "max_len": decode["max_len"], "head_max_len": decode["head_max_len"]},
+                         "max_len": decode.max_len, "head_max_len": decode.head_max_len},
         "build_cpu": cpu_profile(),
     }
 
@@ -91,11 +87,9 @@ def write_manifest(artifact_dir: Path, configuration: dict[str, Any], report: Ga
 
 def _gate_candidate(graph: Path, raw: Path, out_dir: Path, target: str, goldens: dict[str, Any]) -> GateReport:
     """Optimize `graph` into `out_dir` beside the tokenizer and decode config, then gate it."""
-    optimize_offline(graph, out_dir / "model.onnx")
-    shutil.copy(raw / "tokenizer.json", out_dir / "tokenizer.json")
-    decode = json.loads((raw / "decode_config.json").read_text())
-    decode["optimized_offline"] = True
-    (out_dir / "decode_config.json").write_text(json.dumps(decode, indent=2) + "\n", encoding="utf-8")
+    optimize_offline(graph, out_dir / GRAPH_FILE)
+    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+    copy_decode_config(raw, out_dir, optimized_offline=True)
     return run_gate(out_dir, goldens, target)
 
 
@@ -124,13 +118,13 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         export_checkpoint(checkpoint_dir, raw)
         if target == "cpu-fp32":
             progress("3/4 optimizing offline (%s), gating at tolerance %g" % (OPTIMIZATION_LEVEL, TOLERANCES[target]))
-            report = _gate_candidate(raw / "model.onnx", raw, out_dir, target, goldens)
+            report = _gate_candidate(raw / GRAPH_FILE, raw, out_dir, target, goldens)
         else:
             for rung in INT8_LADDER:
                 progress("3/4 int8 recipe %r: quantizing, optimizing offline, gating at tolerance %g"
                          % (rung.name, TOLERANCES[target]))
                 graph = Path(scratch) / ("int8-%s.onnx" % rung.name)
-                recipe = quantize_int8(raw / "model.onnx", graph, rung)
+                recipe = quantize_int8(raw / GRAPH_FILE, graph, rung)
                 report = _gate_candidate(graph, raw, out_dir, target, goldens)
                 attempts.append({"recipe": rung.name, "passed": report.passed,
                                  "max_probability_error": report.max_probability_error,
@@ -140,13 +134,13 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                     report.max_probability_error, report.max_action_error, "passed" if report.passed else "failed"))
                 if report.passed:
                     break
-    decode = json.loads((out_dir / "decode_config.json").read_text())
+    decode = DecodeConfig.load(out_dir)
     (out_dir / REPORT_JSON).write_text(json.dumps(dict(report.as_dict(), recipe_attempts=attempts), indent=2) + "\n",
                                        encoding="utf-8")
     (out_dir / REPORT_TEXT).write_text(report.table() + "\n", encoding="utf-8")
     progress(report.table())
     if not report.passed:
-        raise GateFailed(report, out_dir)
+        raise GateFailed("the parity gate failed for %s; report: %s" % (out_dir, out_dir / REPORT_TEXT), report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}

@@ -152,7 +152,7 @@ _PROBE_STATES = [
     "Bonjour, je voudrais annuler mon abonnement. Merci 😀",
     "buy cheap pills now limited offer",
 ]
-_PROBE_QUESTIONS = [
+_PROBE_QUESTIONS: list[dict[str, Any]] = [
     {"t": "choice", "ins": "which team should handle this?",
      "crit": {"billing": "refunds and charges", "tech": "bugs", "sales": None, "other": ""}},
     {"t": "choice", "ins": "what is the sentiment?", "crit": {"positive": None, "neutral": None, "negative": None}},

@@ -58,7 +58,7 @@ def _build(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
     if args.publish:
-        from laya_serverless.store import open_store
+        from laya_serverless.artifact.store import open_store
 
         from .publish import publish
 
@@ -76,7 +76,7 @@ def _goldens(args: argparse.Namespace) -> int:
 
 
 def _parity(args: argparse.Namespace) -> int:
-    from laya_serverless.decode_config import DecodeConfig
+    from laya_serverless.artifact.layout import DecodeConfig
 
     from .goldens import load_goldens
     from .parity import run_gate
@@ -88,7 +88,7 @@ def _parity(args: argparse.Namespace) -> int:
 
 
 def _publish(args: argparse.Namespace) -> int:
-    from laya_serverless.store import open_store
+    from laya_serverless.artifact.store import open_store
 
     from .publish import publish
 
@@ -97,9 +97,9 @@ def _publish(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from laya_serverless.fetch import fetch_published
-    from laya_serverless.manifest import verify_artifact
-    from laya_serverless.store import open_store
+    from laya_serverless.artifact.fetch import fetch_published
+    from laya_serverless.artifact.manifest import verify_artifact
+    from laya_serverless.artifact.store import open_store
 
     if args.checkpoint:
         store = open_store(args.store)
@@ -112,7 +112,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from laya_serverless.store import open_store
+    from laya_serverless.artifact.store import open_store
 
     store = open_store(args.store)
     for key in store.list("pointers/"):
@@ -124,7 +124,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from laya_serverless.store import open_store
+    from laya_serverless.artifact.store import open_store
 
     from .goldens import load_goldens
     from .publish import import_artifact
@@ -150,8 +150,8 @@ def _make_checkpoint(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from laya_serverless.fetch import DEFAULT_CACHE_DIR
-    from laya_serverless.store import DEFAULT_LOCAL_STORE
+    from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
+    from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
 
     from .build import TARGETS
     from .checkpoints import KINDS

@@ -7,15 +7,20 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.session import INPUT_NAMES, OUTPUT_NAMES
+from laya_serverless.artifact.layout import (
+    GRAPH_FILE,
+    GRAPH_INPUTS,
+    GRAPH_OUTPUTS,
+    TOKENIZER_FILE,
+    SpecialTokens,
+    write_decode_config,
+)
 
 OPSET = 17
-GRAPH_FILE = "model.onnx"
 DYNAMIC_AXES = {
     "input_ids": {0: "rows", 1: "tokens"},
     "attention_mask": {0: "rows", 1: "tokens"},
@@ -35,22 +40,14 @@ def load_reference(checkpoint_dir: str | Path) -> tuple[Any, Any, dict[str, Any]
     return model.eval(), tok, cfg
 
 
-def decode_config(tok: Any, cfg: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "max_len": int(cfg.get("max_len", 512)),
-        "head_max_len": int(cfg.get("head_max_len", 192)),
-        "temperature": cfg.get("temperature", [1.0, 1.0, 1.0]),
-        "temperature_by_options": cfg.get("temperature_by_options", {}),
-        "n_act": len(cfg.get("act_costs", {})) + 1,
-        "special_tokens": {
-            "cls_id": tok.cls_token_id,
-            "sep_id": tok.sep_token_id,
-            "mask_id": tok.mask_token_id,
-            "pad_id": tok.pad_token_id,
-            "mask_text": tok.mask_token,
-        },
-        "optimized_offline": False,
-    }
+def write_checkpoint_decode_config(tok: Any, cfg: dict[str, Any], out: Path) -> Path:
+    """The artifact's decode config from the checkpoint's `rl_agent_config.json` and its tokenizer."""
+    special = SpecialTokens(cls_id=tok.cls_token_id, sep_id=tok.sep_token_id, mask_id=tok.mask_token_id,
+                            pad_id=tok.pad_token_id, mask_text=tok.mask_token)
+    return write_decode_config(out, special=special, max_len=int(cfg.get("max_len", 512)),
+                               head_max_len=int(cfg.get("head_max_len", 192)),
+                               temperature=cfg.get("temperature", [1.0, 1.0, 1.0]),
+                               temperature_by_options=cfg.get("temperature_by_options", {}))
 
 
 def _example_inputs(tok: Any) -> tuple[Any, ...]:
@@ -67,7 +64,7 @@ def _example_inputs(tok: Any) -> tuple[Any, ...]:
         ids, markers = build_sequence(tok, "I was charged twice.", q, 64, 32)
         items.append({"ids": ids, "markers": markers, "qtype": qtype})
     batch = collate_items([items], tok.pad_token_id)
-    return tuple(torch.as_tensor(batch[name]) for name in INPUT_NAMES)
+    return tuple(torch.as_tensor(batch[name]) for name in GRAPH_INPUTS)
 
 
 def export_graph(model: Any, tok: Any, graph_path: Path) -> None:
@@ -81,7 +78,7 @@ def export_graph(model: Any, tok: Any, graph_path: Path) -> None:
         warnings.simplefilter("ignore")
         torch.onnx.export(
             model, _example_inputs(tok), str(graph_path), dynamo=False, opset_version=OPSET,
-            input_names=list(INPUT_NAMES), output_names=list(OUTPUT_NAMES), dynamic_axes=DYNAMIC_AXES,
+            input_names=list(GRAPH_INPUTS), output_names=list(GRAPH_OUTPUTS), dynamic_axes=DYNAMIC_AXES,
         )
 
 
@@ -97,6 +94,6 @@ def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path) -> Path:
     backend = tok.backend_tokenizer
     backend.no_truncation()
     backend.no_padding()
-    (out / "tokenizer.json").write_text(backend.to_str(), encoding="utf-8")
-    (out / "decode_config.json").write_text(json.dumps(decode_config(tok, cfg), indent=2) + "\n", encoding="utf-8")
+    (out / TOKENIZER_FILE).write_text(backend.to_str(), encoding="utf-8")
+    write_checkpoint_decode_config(tok, cfg, out)
     return out

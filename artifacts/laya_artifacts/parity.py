@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from laya_serverless import Decider, InferenceError
-from laya_serverless.decode import option_probabilities, temperature_for
-from laya_serverless.questions import parse_questions
+from laya_serverless.core.decode import option_probabilities, temperature_for
+from laya_serverless.core.questions import parse_questions
 
 TOLERANCES = {"cpu-fp32": 1e-4, "cpu-int8": 0.02, "cuda-fp16": 0.02}
 

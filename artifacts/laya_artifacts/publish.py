@@ -14,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.artifact.fetch import fetch_published
+from laya_serverless.artifact.layout import MANIFEST_FILE
+from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
+from laya_serverless.artifact.store import ObjectStore, artifact_key, pointer_key
 from laya_serverless.errors import ArtifactError
-from laya_serverless.fetch import fetch_published
-from laya_serverless.manifest import MANIFEST_FILE, sha256_file, verify_artifact, verify_file
-from laya_serverless.store import ObjectStore, artifact_key, pointer_key
 
 from .parity import GateReport, run_gate
 

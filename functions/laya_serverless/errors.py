@@ -1,12 +1,16 @@
-"""The one error tree of the runtime.
+"""The one error tree of laya-serverless, runtime and build side alike.
 
 Caller mistakes (`QuestionError`, `StateError`) are also `ValueError`s, because the protocol maps a
-`ValueError` raised during inference to a 422 carrying its message.
+`ValueError` raised during inference to a 422 carrying its message. Refusals of a request before
+inference are `RequestError`s, one class per kind; which HTTP status each kind gets is decided in
+one place, `laya_serverless.http.statuses`.
 """
+
+from typing import Any
 
 
 class LayaError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this project raises on purpose."""
 
 
 class QuestionError(LayaError, ValueError):
@@ -17,8 +21,24 @@ class StateError(LayaError, ValueError):
     """A state cannot be decided about (null, or not JSON-serializable)."""
 
 
+class SettingsError(LayaError, ValueError):
+    """A configuration variable is set to something that cannot be used; the message names it and its value."""
+
+
 class ArtifactError(LayaError):
     """An artifact is missing, corrupted, or does not match what its manifest promises."""
+
+
+class DemoError(ArtifactError):
+    """The shipped demo files, or the installed encoder, are not the ones the demo head was trained with."""
+
+
+class GateFailed(LayaError):
+    """The parity gate refused a configuration: it is never published. `report` holds every failing row."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 class InferenceError(LayaError):
@@ -26,9 +46,44 @@ class InferenceError(LayaError):
 
 
 class RequestError(LayaError):
-    """A request refused before inference, with the protocol's status and `detail` text."""
+    """A request refused before (or instead of) inference, with the protocol's exact `detail` text."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, detail: str) -> None:
         super().__init__(detail)
-        self.status = status
         self.detail = detail
+
+
+class MalformedRequest(RequestError):
+    """The body is not what the protocol's shape demands (not JSON, not an object, a missing field)."""
+
+
+class Unauthenticated(RequestError):
+    """The bearer token is missing or wrong."""
+
+
+class BodyTimeout(RequestError):
+    """The body did not arrive within the read deadline."""
+
+
+class TooLarge(RequestError):
+    """The body, the state, or the number of questions, options or states is over a limit."""
+
+
+class UnsupportedEncoding(RequestError):
+    """The body's `Content-Encoding` is not one this server decodes."""
+
+
+class InvalidRequest(RequestError):
+    """The request is well formed but a value in it cannot be used."""
+
+
+class Overloaded(RequestError):
+    """Every admission slot is taken; the client should retry shortly."""
+
+
+class NotReady(RequestError):
+    """The deployment cannot answer (its artifacts are missing or were refused); the client should retry later."""
+
+
+class InferenceFailed(RequestError):
+    """Inference broke for a reason of ours; the client sees only this, the log has the traceback."""

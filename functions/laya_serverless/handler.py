@@ -10,8 +10,9 @@ from typing import Any
 
 from mangum import Mangum
 
-from .service import build_service
-from .settings import API_KEY_SECRET, Settings, SettingsError
+from .errors import SettingsError
+from .http.service import build_service
+from .settings import API_KEY_SECRET, Settings
 
 
 def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:

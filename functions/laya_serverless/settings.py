@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
+from .errors import SettingsError
+from .http.limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 
 API_KEY = "LAYA_API_KEY"
 ROOT_PATH = "LAYA_ROOT_PATH"
@@ -34,10 +35,6 @@ TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
-
-
-class SettingsError(ValueError):
-    """A variable is set to something that cannot be used; the message names it and its value."""
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -80,7 +77,7 @@ class Settings:
     threads: int | None = None
     tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
     idle_unload_seconds: float = 0.0  # off; a long-running server unloads its checkpoints after this idle time
-    host: str = "0.0.0.0"
+    host: str | None = None  # the local server binds 127.0.0.1 unless told otherwise
     port: int = 8000
     store: str = ".laya-store"
     deployed: dict[str, str] = field(default_factory=lambda: {"english": "demo"})
@@ -132,7 +129,7 @@ class Settings:
             threads=threads,
             tournament_group=group if 2 <= group <= MAX_CHOICE_OPTIONS else 0,
             idle_unload_seconds=idle,
-            host=env.get(HOST, "").strip() or "0.0.0.0",
+            host=env.get(HOST, "").strip() or None,
             port=port,
             store=env.get(STORE, "").strip() or ".laya-store",
             deployed=deployed,

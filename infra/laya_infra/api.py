@@ -29,7 +29,7 @@ class DecisionApi(Construct):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, function: lambda_.IFunction,
                  secret: ApiKeySecret | None) -> None:
         super().__init__(scope, construct_id)
-        access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH)
+        access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays[c.LOG_RETENTION])
         self.api = apigw.RestApi(
             self, "Api",
             rest_api_name="laya-serverless",

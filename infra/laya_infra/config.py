@@ -160,7 +160,8 @@ class DeployConfig:
         return config
 
     def check_deployed(self) -> None:
-        from laya_serverless.settings import Settings, SettingsError
+        from laya_serverless.errors import SettingsError
+        from laya_serverless.settings import Settings
 
         try:
             Settings.from_environ({"LAYA_DEPLOYED": self.deployed})

@@ -33,7 +33,7 @@ LAMBDA_CACHE_DIR = "/tmp/laya-artifacts"                   # the only writable p
 
 DEFAULT_THROTTLE_RATE = 50                                 # requests per second, steady
 DEFAULT_THROTTLE_BURST = 100
-LOG_RETENTION_DAYS = 30
+LOG_RETENTION = "ONE_MONTH"                               # a logs.RetentionDays member: 30 days
 
 # Alarm thresholds (context can override the duration ones).
 DEFAULT_DURATION_ALARM_MS = 10_000

@@ -17,11 +17,11 @@ from .storage import ApiKeySecret, ArtifactBucket
 from .suppressions import RUNTIME, acknowledge
 
 _ARCH = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
-_RUNTIME = lambda_.Runtime.PYTHON_3_12
+_RUNTIME = lambda_.Runtime(c.PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON, supports_inline_code=True)
 
 
 def _log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
-    return logs.LogGroup(scope, construct_id, retention=logs.RetentionDays.ONE_MONTH,
+    return logs.LogGroup(scope, construct_id, retention=logs.RetentionDays[c.LOG_RETENTION],
                          removal_policy=RemovalPolicy.DESTROY)
 
 

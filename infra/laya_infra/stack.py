@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
@@ -13,7 +15,7 @@ from .storage import ApiKeySecret, ArtifactBucket
 
 
 class LayaServerlessStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, **kwargs: object) -> None:
+    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnElement, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -52,12 +52,14 @@ class ArtifactBucket(Construct):
         prefix = "%s/artifacts/*" % self.config.artifact_prefix
         if self.config.artifact_bucket:
             return artifact_prefix_rule("arn:<AWS::Partition>:s3:::%s/%s" % (self.config.artifact_bucket, prefix))
-        logical_id = Stack.of(self).get_logical_id(self.bucket.node.default_child)
+        default = self.bucket.node.default_child
+        assert isinstance(default, CfnElement)
+        logical_id = Stack.of(self).get_logical_id(default)
         return artifact_prefix_rule("<%s.Arn>/%s" % (logical_id, prefix))
 
     def read_statements(self) -> list[iam.PolicyStatement]:
         """GetObject on each deployed checkpoint's pointer and on the immutable artifact objects; nothing else."""
-        from laya_serverless.store import pointer_key
+        from laya_serverless.artifact.store import pointer_key
 
         prefix = self.config.artifact_prefix
         pointers = [self.bucket.arn_for_objects("%s/%s" % (prefix, pointer_key(name, self.config.target)))

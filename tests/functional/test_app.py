@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from laya_serverless import Decider
-from laya_serverless.app import create_app
-from laya_serverless.detect import analyse
-from laya_serverless.routing import Registry
+from laya_serverless.http.app import create_app
+from laya_serverless.http.detect import analyse
+from laya_serverless.http.routing import Registry
 from laya_serverless.settings import Settings
 
 pytestmark = pytest.mark.slow

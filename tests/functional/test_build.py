@@ -16,8 +16,9 @@ from laya_artifacts.cli import main as cli
 from laya_artifacts.goldens import load_goldens, record_goldens
 from laya_artifacts.parity import run_gate
 from laya_serverless import Decider
-from laya_serverless.manifest import MANIFEST_FILE, Manifest
-from laya_serverless.store import LocalStore
+from laya_serverless.artifact.layout import MANIFEST_FILE
+from laya_serverless.artifact.manifest import Manifest
+from laya_serverless.artifact.store import LocalStore
 
 from ..conftest import GOLDENS
 

@@ -12,21 +12,22 @@ import httpx
 import pytest
 
 from laya_artifacts.publish import publish
-from laya_serverless.cli import ApiGatewayFront, lambda_context
+from laya_serverless.artifact.store import LocalStore
 from laya_serverless.cli import main as cli
 from laya_serverless.handler import make_handler
-from laya_serverless.store import LocalStore
+from laya_serverless.local import ApiGatewayFront, lambda_context
 
 pytestmark = pytest.mark.slow
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 
 
 @pytest.fixture(scope="module")
-def environ(tiny_int8: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def environ(tiny_fp32: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("deployment")
-    publish(tiny_int8, LocalStore(root / "store"))
+    publish(tiny_fp32, LocalStore(root / "store"))
     return {"LAYA_STORE": str(root / "store"), "LAYA_DEPLOYED": "multilingual=tiny-modernbert",
-            "LAYA_CACHE_DIR": str(root / "cache"), "LAYA_API_KEY": "local-test-key", "LAYA_API_BASE_PATH": "/laya"}
+            "LAYA_CACHE_DIR": str(root / "cache"), "LAYA_TARGET": "cpu-fp32", "LAYA_API_KEY": "local-test-key",
+            "LAYA_API_BASE_PATH": "/laya"}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -89,8 +90,10 @@ def test_invoke_prints_the_lambda_response(environ: dict[str, str], monkeypatch:
     assert cli(["invoke", "--event", str(EVENTS / "missing.json")]) == 2
 
 
-def test_start_api_front_turns_requests_into_events(environ: dict[str, str]) -> None:
-    front = ApiGatewayFront(make_handler(dict(environ, LAYA_API_BASE_PATH="/")))
+@pytest.mark.parametrize("payload", ["v1", "v2"])  # v1 (REST API, what the stack deploys) is the default
+def test_start_api_front_turns_requests_into_events(environ: dict[str, str], payload: str, main_thread_loop) -> None:
+    asyncio.set_event_loop(main_thread_loop)   # the other payload's asyncio.run() unset it
+    front = ApiGatewayFront(make_handler(dict(environ, LAYA_API_BASE_PATH="/")), payload=payload)
     body = json.loads((EVENTS / "http-api-v2-systemone.json").read_text())["body"]
 
     async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
@@ -115,7 +118,8 @@ def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], m
     import boto3
     from moto import mock_aws
 
-    from laya_serverless.settings import API_KEY, API_KEY_SECRET, SettingsError
+    from laya_serverless.errors import SettingsError
+    from laya_serverless.settings import API_KEY, API_KEY_SECRET
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

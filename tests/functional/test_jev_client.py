@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from laya_serverless import Decider
-from laya_serverless.app import create_app
+from laya_serverless.http.app import create_app
 from laya_serverless.settings import Settings
 
 pytestmark = pytest.mark.slow
@@ -25,10 +25,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(params=[False, True], ids=["full", "strict"])
-def base_url(request: pytest.FixtureRequest, tiny_int8: Path) -> Iterator[str]:
+def base_url(request: pytest.FixtureRequest, tiny_fp32: Path) -> Iterator[str]:
     import uvicorn
 
-    app = create_app({"multilingual": Decider.from_artifact(tiny_int8)}, Settings(jev_strict=request.param))
+    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, Settings(jev_strict=request.param))
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

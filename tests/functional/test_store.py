@@ -17,8 +17,9 @@ import pytest
 
 from laya_artifacts.publish import publish
 from laya_serverless import ArtifactError, Decider
-from laya_serverless.manifest import MANIFEST_FILE, sha256_file
-from laya_serverless.store import LocalStore, ObjectStore, S3Store, artifact_key, open_store, pointer_key
+from laya_serverless.artifact.layout import MANIFEST_FILE
+from laya_serverless.artifact.manifest import sha256_file
+from laya_serverless.artifact.store import LocalStore, ObjectStore, S3Store, artifact_key, open_store, pointer_key
 
 pytestmark = pytest.mark.slow
 
@@ -66,23 +67,23 @@ def _overwrite(store: ObjectStore, key: str, data: bytes | None) -> None:
 
 def _from_store(store: ObjectStore, cache: Path) -> Decider:
     s3 = store.client if isinstance(store, S3Store) else None
-    return Decider.from_store(store.uri, "tiny-modernbert", "cpu-int8", cache_dir=cache, s3_client=s3)
+    return Decider.from_store(store.uri, "tiny-modernbert", "cpu-fp32", cache_dir=cache, s3_client=s3)
 
 
-def test_published_artifact_serves_the_same_answers(tiny_int8: Path, store: ObjectStore, tmp_path: Path) -> None:
-    artifact_id = publish(tiny_int8, store)
-    assert artifact_id == sha256_file(tiny_int8 / MANIFEST_FILE)
-    pointer = json.loads(store.read(pointer_key("tiny-modernbert", "cpu-int8"))[0])  # type: ignore[index]
-    assert pointer["artifact"] == artifact_id and pointer["target"] == "cpu-int8"
+def test_published_artifact_serves_the_same_answers(tiny_fp32: Path, store: ObjectStore, tmp_path: Path) -> None:
+    artifact_id = publish(tiny_fp32, store)
+    assert artifact_id == sha256_file(tiny_fp32 / MANIFEST_FILE)
+    pointer = json.loads(store.read(pointer_key("tiny-modernbert", "cpu-fp32"))[0])  # type: ignore[index]
+    assert pointer["artifact"] == artifact_id and pointer["target"] == "cpu-fp32"
     served = _from_store(store, tmp_path / "cache").predict("I was charged twice", QUESTIONS)
-    direct = Decider.from_artifact(tiny_int8).predict("I was charged twice", QUESTIONS)
+    direct = Decider.from_artifact(tiny_fp32).predict("I was charged twice", QUESTIONS)
     assert served == direct
 
 
-def test_publishing_again_is_idempotent(tiny_int8: Path, store: ObjectStore) -> None:
-    first = publish(tiny_int8, store)
+def test_publishing_again_is_idempotent(tiny_fp32: Path, store: ObjectStore) -> None:
+    first = publish(tiny_fp32, store)
     objects = store.list("artifacts/")
-    assert publish(tiny_int8, store) == first
+    assert publish(tiny_fp32, store) == first
     assert store.list("artifacts/") == objects
 
 
@@ -101,11 +102,11 @@ class CountingStore:
         self.inner.download(key, destination)
 
 
-def test_cached_files_are_reused_and_a_corrupted_cache_is_repaired(tiny_int8: Path, tmp_path: Path) -> None:
-    from laya_serverless.fetch import fetch_artifact
+def test_cached_files_are_reused_and_a_corrupted_cache_is_repaired(tiny_fp32: Path, tmp_path: Path) -> None:
+    from laya_serverless.artifact.fetch import fetch_artifact
 
     store = LocalStore(tmp_path / "store")
-    artifact_id = publish(tiny_int8, store)
+    artifact_id = publish(tiny_fp32, store)
     counting = CountingStore(store)
     cache = tmp_path / "cache"
     path, manifest = fetch_artifact(counting, artifact_id, cache)  # type: ignore[arg-type]
@@ -138,24 +139,24 @@ def _flip_byte(data: bytes) -> bytes:
     ("edit the manifest", "manifest.json of artifact [0-9a-f]{64} does not hash to its id"),
     ("drop the pointer", "no artifact is published for checkpoint 'tiny-modernbert'"),
 ])
-def test_every_corruption_in_the_store_is_refused(tiny_int8: Path, minilm: tuple[Path, Path], store: ObjectStore,
+def test_every_corruption_in_the_store_is_refused(tiny_fp32: Path, minilm: tuple[Path, Path], store: ObjectStore,
                                                   tmp_path: Path, variant: str, message: str) -> None:
-    artifact_id = publish(tiny_int8, store)
+    artifact_id = publish(tiny_fp32, store)
     if variant.startswith("flip"):
-        _overwrite(store, artifact_key(artifact_id, "model.onnx"), _flip_byte((tiny_int8 / "model.onnx").read_bytes()))
+        _overwrite(store, artifact_key(artifact_id, "model.onnx"), _flip_byte((tiny_fp32 / "model.onnx").read_bytes()))
     elif variant.startswith("truncate"):
-        tokenizer = (tiny_int8 / "tokenizer.json").read_bytes()
+        tokenizer = (tiny_fp32 / "tokenizer.json").read_bytes()
         _overwrite(store, artifact_key(artifact_id, "tokenizer.json"), tokenizer[:100])
     elif variant.startswith("delete"):
         _overwrite(store, artifact_key(artifact_id, "decode_config.json"), None)
     elif variant.startswith("swap"):
         _overwrite(store, artifact_key(artifact_id, "tokenizer.json"), (minilm[1] / "tokenizer.json").read_bytes())
     elif variant.startswith("edit"):
-        manifest = json.loads((tiny_int8 / MANIFEST_FILE).read_text())
+        manifest = json.loads((tiny_fp32 / MANIFEST_FILE).read_text())
         manifest["configuration"]["target"] = "cpu-fp32"
         _overwrite(store, artifact_key(artifact_id, MANIFEST_FILE), json.dumps(manifest).encode())
     else:
-        _overwrite(store, pointer_key("tiny-modernbert", "cpu-int8"), None)
+        _overwrite(store, pointer_key("tiny-modernbert", "cpu-fp32"), None)
     with pytest.raises(ArtifactError, match=message):
         _from_store(store, tmp_path / "cache")
     bad_file = {"flip": "model.onnx", "truncate": "tokenizer.json", "delete": "decode_config.json",
@@ -164,9 +165,9 @@ def test_every_corruption_in_the_store_is_refused(tiny_int8: Path, minilm: tuple
         assert not (tmp_path / "cache" / artifact_id / bad_file).exists()
 
 
-def test_files_next_to_a_verified_artifact_are_refused(tiny_int8: Path, tmp_path: Path) -> None:
+def test_files_next_to_a_verified_artifact_are_refused(tiny_fp32: Path, tmp_path: Path) -> None:
     copy = tmp_path / "artifact"
-    shutil.copytree(tiny_int8, copy)
+    shutil.copytree(tiny_fp32, copy)
     (copy / "extra.onnx").write_bytes(b"not proven")
     with pytest.raises(ArtifactError, match="does not list: extra.onnx"):
         Decider.from_artifact(copy)
@@ -196,10 +197,10 @@ class RacingStore(CountingStore):
         return self.inner.swap(key, data, expected_version)
 
 
-def test_a_concurrent_publish_makes_this_one_fail_loudly(tiny_int8: Path, store: ObjectStore) -> None:
+def test_a_concurrent_publish_makes_this_one_fail_loudly(tiny_fp32: Path, store: ObjectStore) -> None:
     with pytest.raises(ArtifactError, match="moved while publishing"):
-        publish(tiny_int8, RacingStore(store))  # type: ignore[arg-type]
-    pointer = json.loads(store.read(pointer_key("tiny-modernbert", "cpu-int8"))[0])  # type: ignore[index]
+        publish(tiny_fp32, RacingStore(store))  # type: ignore[arg-type]
+    pointer = json.loads(store.read(pointer_key("tiny-modernbert", "cpu-fp32"))[0])  # type: ignore[index]
     assert pointer["artifact"] == "0" * 64  # the other publisher's write stands
 
 

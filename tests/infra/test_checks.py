@@ -44,6 +44,7 @@ def test_cfn_lint_finds_nothing_but_w3005(synth):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # needs the built Lambda package and the npm CLI (make test provides both)
 def test_the_cdk_cli_synthesizes_the_built_package_offline(tmp_path):
     """`cdk synth` through the pinned npm CLI, running infra/app.py on the real Lambda package
     (`make test` installs the CLI and builds the package first)."""

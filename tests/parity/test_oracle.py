@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from laya_serverless import Decider, QuestionError
-from laya_serverless.decode import option_probabilities, softmax_rows, temperature_for
-from laya_serverless.questions import parse_questions
+from laya_serverless.core.decode import option_probabilities, softmax_rows, temperature_for
+from laya_serverless.core.questions import parse_questions
 
 from .corpus import Case, generate
 

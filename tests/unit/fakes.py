@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from laya_serverless.decode_config import DecodeConfig, SpecialTokens
-from laya_serverless.tokenize import TextEncoder
+from laya_serverless.artifact.layout import DecodeConfig, SpecialTokens
+from laya_serverless.core.tokenize import TextEncoder
 
 SPECIAL = SpecialTokens(cls_id=1, sep_id=2, mask_id=3, pad_id=0, mask_text="[MASK]")
 _WORDS = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + (

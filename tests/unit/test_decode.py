@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from laya_serverless import Decider
-from laya_serverless.decode import (
+from laya_serverless.artifact.layout import DecodeConfig, clamp_temperature
+from laya_serverless.core.decode import (
     build_answer,
     entropy_confidence,
     option_probabilities,
@@ -16,8 +17,7 @@ from laya_serverless.decode import (
     temperature_bucket,
     temperature_for,
 )
-from laya_serverless.decode_config import DecodeConfig, clamp_temperature
-from laya_serverless.questions import parse_question
+from laya_serverless.core.questions import parse_question
 
 from .fakes import SPECIAL, FixedSession, config, word_encoder
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from laya_serverless import RequestError
-from laya_serverless import limits as ours
-from laya_serverless.jev import jev_confidence, strict_projection, with_jev_confidence
+from laya_serverless.http import limits as ours
+from laya_serverless.http.jev import jev_confidence, strict_projection, with_jev_confidence
+from laya_serverless.http.statuses import status_of
 
 serve = pytest.importorskip("laya.serve")
 
@@ -24,7 +25,7 @@ def _outcome(call: Any) -> tuple[int, str] | str:
     try:
         return "ok:%r" % (call(),)
     except RequestError as exc:
-        return exc.status, exc.detail
+        return status_of(exc), exc.detail
     except HTTPException as exc:
         return exc.status_code, exc.detail
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from laya_serverless import QuestionError
-from laya_serverless.questions import parse_question, parse_questions
+from laya_serverless.core.questions import parse_question, parse_questions
 
 BAD = [
     ("", {"type": "noul", "instructions": "x"}, "question id must be a non-empty string, got ''"),

@@ -1,6 +1,6 @@
 """Routing decisions and `model` field resolution, differentially against upstream's Router and serve.
 
-Detection (§7.4) is injected; ours (`laya_serverless.detect.analyse`) is used here while upstream's
+Detection (§7.4) is injected; ours (`laya_serverless.http.detect.analyse`) is used here while upstream's
 Router runs its own, so the whole decision is compared: precedence, names, aliases, `reason` texts.
 """
 
@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from laya_serverless import QuestionError, RequestError
-from laya_serverless.detect import analyse
-from laya_serverless.routing import Registry, english_from_code, match_workflow, resolve_model_field, route
+from laya_serverless.http.detect import analyse
+from laya_serverless.http.routing import Registry, english_from_code, match_workflow, resolve_model_field, route
+from laya_serverless.http.statuses import status_of
 
 serve = pytest.importorskip("laya.serve")
 router_module = pytest.importorskip("laya.router")
@@ -81,7 +82,7 @@ def test_model_field_resolution_matches_upstream(model: Any) -> None:
     try:
         ours: Any = resolve_model_field(model, Registry())
     except RequestError as exc:
-        ours = (exc.status, exc.detail)
+        ours = (status_of(exc), exc.detail)
     assert ours == theirs
 
 

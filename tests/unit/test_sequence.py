@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from laya_serverless import QuestionError, StateError
-from laya_serverless.questions import parse_question
-from laya_serverless.sequence import build_row, encode_state, serialize_state
+from laya_serverless.core.questions import parse_question
+from laya_serverless.core.sequence import build_row, encode_state, serialize_state
 
 from .fakes import SPECIAL, word_encoder
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import QuestionError, RequestError
+from ..errors import InvalidRequest, QuestionError
 
 BUNDLE_REPO = "convaiinnovations/laya"
 BUILTIN_SOURCES = {
@@ -77,7 +77,7 @@ def resolve_model_field(model: Any, registry: Registry) -> str | None:
         return registry.resolve(model)
     except QuestionError as exc:
         if _names_a_source(text):
-            raise RequestError(422, "%s, or omit model to let the router choose" % exc) from None
+            raise InvalidRequest("%s, or omit model to let the router choose" % exc) from None
         return None  # a Jev id such as "jev-1", or anything else that names nothing: auto
 
 

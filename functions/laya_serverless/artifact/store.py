@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import ArtifactError
+from ..errors import ArtifactError
 
 DEFAULT_LOCAL_STORE = ".laya-store"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .decode_config import SpecialTokens
-from .errors import QuestionError, StateError
+from ..artifact.layout import SpecialTokens
+from ..errors import QuestionError, StateError
 from .questions import Question
 from .tokenize import TextEncoder
 

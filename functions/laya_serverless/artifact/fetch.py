@@ -13,8 +13,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from .errors import ArtifactError
-from .manifest import MANIFEST_FILE, Manifest, sha256_bytes, verify_file
+from ..errors import ArtifactError
+from .layout import MANIFEST_FILE
+from .manifest import Manifest, sha256_bytes, verify_file
 from .store import ObjectStore, artifact_key, pointer_key
 
 DEFAULT_CACHE_DIR = Path(tempfile.gettempdir()) / "laya-artifacts"

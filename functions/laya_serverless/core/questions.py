@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import QuestionError
+from ..errors import QuestionError
+from .controls import null_score_level
 
 QTYPES = {"choice": 0, "score": 1, "noul": 2}
 NOUL_DEFAULT_TEXT = {"false": "no, the statement does not hold", "true": "yes, the statement holds"}
@@ -131,9 +132,10 @@ def check_question(qid: Any, definition: Any) -> None:
                                 "descriptions, index 0 first" % (qid,))
         if not criteria:
             raise QuestionError("question %r: a score question needs at least one level" % (qid,))
-        if None in criteria:
+        level = null_score_level(criteria)
+        if level is not None:
             raise QuestionError("question %r: score level %d is null; give every level a description, "
-                                "index 0 first" % (qid, criteria.index(None)))
+                                "index 0 first" % (qid, level))
     elif criteria is not None and not isinstance(criteria, dict):
         raise QuestionError("question %r: a noul question takes 'criteria' as a dict with optional "
                             "'true'/'false' descriptions, or omits it" % (qid,))

@@ -1,7 +1,8 @@
 """Request checks of the Jev protocol that run before any inference (protocol §3.2-§3.4, §4.2-§4.3).
 
-Pure functions over the decoded JSON body. Each refusal is a `RequestError` carrying the status
-and the exact `detail` text upstream `laya-serve` answers with; the HTTP layer maps it in one place.
+Pure functions over the decoded JSON body. Each refusal is a `RequestError` of the kind that fits,
+carrying the exact `detail` text upstream `laya-serve` answers with; `statuses` maps kinds to
+HTTP statuses. Values the library API checks too go through the same rule (`core.controls`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import json
 import re
 from typing import Any
 
-from .errors import RequestError
-from .gate import Threshold, check_min_confidence
+from ..core.abstention import Threshold, check_min_confidence
+from ..core.controls import check_batch_size, check_budget, null_score_level
+from ..errors import InvalidRequest, MalformedRequest, QuestionError, TooLarge
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_QUESTIONS = 64
@@ -63,17 +65,17 @@ def state_length(state: Any) -> int:
     try:
         return len(json.dumps(state, ensure_ascii=False))
     except (TypeError, ValueError, RecursionError) as exc:
-        raise RequestError(400, "'state' must be JSON-serializable") from exc
+        raise MalformedRequest("'state' must be JSON-serializable") from exc
 
 
 def check_request_limits(state: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
     """§3.2 steps 7a-7f: presence, shape and size, before anything is tokenized."""
     if state is None:
-        raise RequestError(400, "'state' is required")
+        raise MalformedRequest("'state' is required")
     if not isinstance(questions, dict):
-        raise RequestError(400, "'questions' must be an object")
+        raise MalformedRequest("'questions' must be an object")
     if len(questions) > MAX_QUESTIONS:
-        raise RequestError(413, "too many questions (%d > %d)" % (len(questions), MAX_QUESTIONS))
+        raise TooLarge("too many questions (%d > %d)" % (len(questions), MAX_QUESTIONS))
     total = 0
     for qid, question in questions.items():
         if not isinstance(question, dict):
@@ -82,28 +84,29 @@ def check_request_limits(state: Any, questions: Any, max_choice_options: int = M
         if qtype == "choice" and isinstance(criteria, dict | list):
             total += len(criteria)
             if len(criteria) > max_choice_options:
-                raise RequestError(413, "too many choice options for %r (%d > %d)"
+                raise TooLarge("too many choice options for %r (%d > %d)"
                                    % (qid, len(criteria), max_choice_options))
         elif qtype == "score" and isinstance(criteria, list):
             total += len(criteria)
             if len(criteria) > MAX_SCORE_LEVELS:
-                raise RequestError(413, "too many score levels for %r (%d > %d)"
+                raise TooLarge("too many score levels for %r (%d > %d)"
                                    % (qid, len(criteria), MAX_SCORE_LEVELS))
-            if None in criteria:
-                raise RequestError(422, "score question %r has a null level at index %d; give every level a "
-                                        "description" % (qid, criteria.index(None)))
+            level = null_score_level(criteria)
+            if level is not None:  # the library's check of the same rule words it differently
+                raise InvalidRequest("score question %r has a null level at index %d; give every level a "
+                                     "description" % (qid, level))
     if total > MAX_TOTAL_OPTIONS:
-        raise RequestError(413, "too many answer options across questions (%d > %d)" % (total, MAX_TOTAL_OPTIONS))
+        raise TooLarge("too many answer options across questions (%d > %d)" % (total, MAX_TOTAL_OPTIONS))
     length = state_length(state)
     if length > MAX_STATE_CHARS:
-        raise RequestError(413, "state too large (%d > %d chars)" % (length, MAX_STATE_CHARS))
+        raise TooLarge("state too large (%d > %d chars)" % (length, MAX_STATE_CHARS))
 
 
 def check_batch_limits(states: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
     if not isinstance(states, list) or not states:
-        raise RequestError(400, "'states' must be a non-empty list")
+        raise MalformedRequest("'states' must be a non-empty list")
     if len(states) > MAX_BATCH_STATES:
-        raise RequestError(413, "too many states in batch (%d > %d)" % (len(states), MAX_BATCH_STATES))
+        raise TooLarge("too many states in batch (%d > %d)" % (len(states), MAX_BATCH_STATES))
     for state in states:
         check_request_limits(state, questions, max_choice_options)
 
@@ -111,14 +114,14 @@ def check_batch_limits(states: Any, questions: Any, max_choice_options: int = MA
 def refuse_hooks(body: dict[str, Any]) -> None:
     sent = sorted(key for key in HOOK_FIELDS if body.get(key) is not None)
     if sent:
-        raise RequestError(422, "%s run inside the server process and cannot be sent to this endpoint; "
+        raise InvalidRequest("%s run inside the server process and cannot be sent to this endpoint; "
                                 "install them where laya-serve runs, or drop them" % ", ".join(sent))
 
 
 def refuse_out_parameters(body: dict[str, Any]) -> None:
     sent = sorted(key for key in OUT_PARAMETERS if body.get(key) is not None)
     if sent:
-        raise RequestError(422, "%s is filled in place for an in-process caller and cannot be returned over "
+        raise InvalidRequest("%s is filled in place for an in-process caller and cannot be returned over "
                                 "HTTP; read the per-group report from the CLI or a local Router" % ", ".join(sent))
 
 
@@ -139,15 +142,14 @@ def has_lone_surrogate(value: Any) -> bool:
 
 
 def budget_param(body: dict[str, Any], key: str, cap: int) -> int | None:
-    value = body.get(key)
+    try:
+        value = check_budget(key, body.get(key))
+    except QuestionError as exc:
+        raise InvalidRequest(str(exc)) from None
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise RequestError(422, "%s must be an integer" % key)
-    if value <= 0:
-        raise RequestError(422, "%s must be a positive integer" % key)
     if value > cap:
-        raise RequestError(422, "%s exceeds server limit (%d > %d)" % (key, value, cap))
+        raise InvalidRequest("%s exceeds server limit (%d > %d)" % (key, value, cap))
     return value
 
 
@@ -156,7 +158,7 @@ def language_param(body: dict[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise RequestError(422, '%s must be a language code string such as "de", or null' % key)
+        raise InvalidRequest('%s must be a language code string such as "de", or null' % key)
     return value
 
 
@@ -165,18 +167,19 @@ def min_confidence_param(body: dict[str, Any]) -> Threshold | None:
         return None
     try:
         return check_min_confidence(body["min_confidence"])
-    except ValueError as exc:
-        raise RequestError(422, str(exc)) from None
+    except QuestionError as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def batch_size_param(body: dict[str, Any]) -> int | None:
-    value = body.get("batch_size")
+    try:
+        value = check_batch_size(body.get("batch_size"))
+    except QuestionError as exc:
+        raise InvalidRequest(str(exc)) from None
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise RequestError(422, "batch_size must be an integer")
-    if value < 1:
-        raise RequestError(422, "batch_size must be a positive integer, got %r" % (value,))
+    if value < 1:  # upstream's server refuses what its library reads as one pass
+        raise InvalidRequest("batch_size must be a positive integer, got %r" % (value,))
     return value
 
 
@@ -185,7 +188,7 @@ def sort_by_length_param(body: dict[str, Any]) -> bool | None:
     if value is None:
         return None
     if not isinstance(value, bool):
-        raise RequestError(422, "sort_by_length must be a boolean")
+        raise InvalidRequest("sort_by_length must be a boolean")
     return value
 
 

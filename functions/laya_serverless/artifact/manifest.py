@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ArtifactError
+from ..errors import ArtifactError
+from .layout import MANIFEST_FILE
 
-MANIFEST_FILE = "manifest.json"
 SCHEMA = "laya-serverless/artifact/v1"
 _CHUNK = 1 << 20
 
@@ -38,15 +38,17 @@ class Manifest:
 
     @property
     def files(self) -> dict[str, dict[str, Any]]:
-        return self.raw["files"]
+        files: dict[str, dict[str, Any]] = self.raw["files"]
+        return files
 
     @property
     def checkpoint(self) -> dict[str, Any]:
-        return self.raw["configuration"]["checkpoint"]
+        checkpoint: dict[str, Any] = self.raw["configuration"]["checkpoint"]
+        return checkpoint
 
     @property
     def target(self) -> str:
-        return self.raw["configuration"]["target"]
+        return str(self.raw["configuration"]["target"])
 
     @property
     def revision(self) -> str | None:

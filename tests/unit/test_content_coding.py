@@ -6,8 +6,9 @@ import pytest
 from backports.zstd import compress
 
 from laya_serverless import RequestError
-from laya_serverless.encoding import decode_body
-from laya_serverless.limits import MAX_BODY_BYTES
+from laya_serverless.http.content_coding import decode_body
+from laya_serverless.http.limits import MAX_BODY_BYTES
+from laya_serverless.http.statuses import status_of
 
 
 def test_identity_and_zstd_round_trip() -> None:
@@ -22,7 +23,7 @@ def test_exactly_the_limit_is_accepted_and_a_bomb_is_refused() -> None:
     assert len(bomb) < 10_000
     with pytest.raises(RequestError) as error:
         decode_body(bomb, "zstd")
-    assert (error.value.status, error.value.detail) == (413, "request body too large")
+    assert (status_of(error.value), error.value.detail) == (413, "request body too large")
 
 
 @pytest.mark.parametrize(("data", "coding", "status", "detail"), [
@@ -33,4 +34,4 @@ def test_exactly_the_limit_is_accepted_and_a_bomb_is_refused() -> None:
 def test_bad_bodies_are_refused(data: bytes, coding: str, status: int, detail: str) -> None:
     with pytest.raises(RequestError) as error:
         decode_body(data, coding)
-    assert (error.value.status, error.value.detail) == (status, detail)
+    assert (status_of(error.value), error.value.detail) == (status, detail)

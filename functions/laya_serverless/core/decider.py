@@ -11,31 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
+from ..artifact.layout import GRAPH_FILE, DecodeConfig
+from ..artifact.manifest import verify_artifact
+from ..artifact.store import open_store
+from ..errors import InferenceError, StateError
+from .abstention import Threshold, apply_abstention, check_min_confidence
+from .controls import check_batch_size, check_budget
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
-from .decode_config import DecodeConfig
-from .errors import InferenceError, QuestionError, StateError
-from .fetch import DEFAULT_CACHE_DIR, fetch_published
-from .gate import Threshold, apply_gate, check_min_confidence
-from .manifest import verify_artifact
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
 from .session import DecisionSession, OnnxDecisionSession, collate
-from .store import open_store
 from .tokenize import TextEncoder
 
-GRAPH_FILE = "model.onnx"
 # Upstream sorts states by length inside windows of this many passes.
 SORT_WINDOW_PASSES = 8
-
-
-def _budget(name: str, value: Any, default: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise QuestionError("%s must be an integer" % name)
-    if value <= 0:
-        raise QuestionError("%s must be a positive integer" % name)
-    return value
 
 
 class Decider:
@@ -87,17 +77,16 @@ class Decider:
         if any(state is None for state in states):
             raise StateError("state must not be None; pass a string, dict, or list")
         threshold = check_min_confidence(min_confidence) if min_confidence is not None else None
-        width = _budget("max_len", max_len, self.config.max_len)
-        head_width = _budget("head_max_len", head_max_len, self.config.head_max_len)
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)):
-            raise QuestionError("batch_size must be an integer")
+        width = check_budget("max_len", max_len) or self.config.max_len
+        head_width = check_budget("head_max_len", head_max_len) or self.config.head_max_len
+        batch_size = check_batch_size(batch_size)
         parsed = parse_questions(questions)
         if not parsed:
             results = [{"model": MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
                        for _ in states]
         else:
             results = self._answer(list(states), parsed, width, head_width, batch_size, sort_by_length)
-        apply_gate(results, threshold)
+        apply_abstention(results, threshold)
         return results
 
     def rows_for(self, state: Any, questions: Sequence[Question], max_len: int, head_max_len: int) -> list[Row]:

@@ -13,13 +13,13 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
+from ..artifact.store import open_store
+from ..core.decider import Decider
+from ..errors import ArtifactError
+from ..settings import Settings
 from .app import create_app
-from .decider import Decider
-from .errors import ArtifactError
-from .fetch import DEFAULT_CACHE_DIR, fetch_published
 from .routing import Registry, canonical_name
-from .settings import Settings
-from .store import open_store
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .decode_config import DecodeConfig
+from ..artifact.layout import DecodeConfig
 from .questions import Question, render_value
 
 MODEL_NAME = "laya-rl-agent"
@@ -41,8 +41,8 @@ def temperature_for(config: DecodeConfig, type_index: int, n_options: int) -> fl
 
 def option_probabilities(slot_logits: np.ndarray, temperature: float, order: tuple[int, ...] | None) -> np.ndarray:
     """Softmax of the slot logits at `temperature` (float32), put back into option order."""
-    z = np.asarray(slot_logits, dtype=np.float32) / temperature
-    p = np.exp(z - z.max())
+    z: np.ndarray = np.asarray(slot_logits, dtype=np.float32) / temperature
+    p: np.ndarray = np.exp(z - z.max())
     p /= p.sum()
     if order is None or len(order) != len(p):
         return p
@@ -52,8 +52,8 @@ def option_probabilities(slot_logits: np.ndarray, temperature: float, order: tup
 
 
 def softmax_rows(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)
+    e: np.ndarray = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+    return np.asarray(e / np.sum(e, axis=-1, keepdims=True))
 
 
 def entropy_confidence(p: np.ndarray) -> float:
@@ -84,7 +84,7 @@ def rounded_distribution(p: np.ndarray) -> list[int]:
 
 
 def _units_to_float(units: int) -> float:
-    return round(units / _UNITS, DECIMALS)
+    return float(round(units / _UNITS, DECIMALS))
 
 
 def build_answer(question: Question, p: np.ndarray, act_probability: float) -> dict[str, Any]:

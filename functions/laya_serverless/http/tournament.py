@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import QuestionError
 from .limits import MAX_CHOICE_OPTIONS
 
 Predict = Callable[[dict[str, Any]], dict[str, Any]]
@@ -34,7 +35,7 @@ def plan(questions: Any, group: int) -> dict[str, list[Any]] | None:
     not_strings = [qid for qid, labels in large.items() if not all(isinstance(label, str) for label in labels)]
     if any(len(labels) > MAX_CHOICE_OPTIONS for labels in large.values()):
         if not_strings:
-            raise ValueError("question %r: a choice is narrowed by elimination once a request has one over %d "
+            raise QuestionError("question %r: a choice is narrowed by elimination once a request has one over %d "
                              "options, and that needs every label to be a string"
                              % (not_strings[0], MAX_CHOICE_OPTIONS))
         return large
@@ -59,7 +60,7 @@ def predict_with_tournament(predict: Predict, questions: dict[str, Any], group: 
     for qid, question in questions.items():
         if isinstance(question, dict) and question.get("type") == "choice":
             if "criteria" not in question:
-                raise ValueError("question %r is a choice but has no criteria" % (qid,))
+                raise QuestionError("question %r is a choice but has no criteria" % (qid,))
             remaining[qid] = _labels(question["criteria"])
     rounds = dict.fromkeys(remaining, 0)
     input_tokens = 0

@@ -1,20 +1,29 @@
-"""What the runtime needs to know about a checkpoint, read from an artifact's `decode_config.json`.
+"""The artifact's file layout and its decode-config schema: one definition for the build side and the runtime.
 
-The build side writes this file from the checkpoint's `rl_agent_config.json` and its tokenizer;
-the runtime never reads the checkpoint itself.
+An artifact directory holds the decision graph, the tokenizer, the decode config (what the runtime
+needs to know about the checkpoint: budgets, temperatures, special tokens) and, once the parity
+gate passed, the manifest. The build side writes `decode_config.json` through `DecodeConfig.write`
+from the checkpoint's `rl_agent_config.json` and its tokenizer; the runtime never reads the
+checkpoint itself.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ArtifactError
+from ..errors import ArtifactError
 
+GRAPH_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
 DECODE_CONFIG_FILE = "decode_config.json"
+MANIFEST_FILE = "manifest.json"
+# The decision graph's contract: five inputs (dynamic rows, tokens, options) and two outputs.
+GRAPH_INPUTS = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
+GRAPH_OUTPUTS = ("logits", "act_logits")
 DEFAULT_MAX_LEN = 512
 DEFAULT_HEAD_MAX_LEN = 192
 TEMP_MIN, TEMP_MAX = 0.5, 5.0
@@ -28,10 +37,10 @@ def clamp_temperature(value: Any) -> float:
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 1.0
-    value = float(value)
-    if not math.isfinite(value):
+    number = float(value)
+    if not math.isfinite(number):
         return 1.0
-    return min(TEMP_MAX, max(TEMP_MIN, value))
+    return min(TEMP_MAX, max(TEMP_MIN, number))
 
 
 @dataclass(frozen=True)
@@ -50,7 +59,6 @@ class DecodeConfig:
     head_max_len: int = DEFAULT_HEAD_MAX_LEN
     temperature: tuple[float, float, float] = (1.0, 1.0, 1.0)
     temperature_by_options: dict[str, float] = field(default_factory=dict)
-    n_act: int = 1
     optimized_offline: bool = False
 
     @classmethod
@@ -70,7 +78,6 @@ class DecodeConfig:
                 temperature=(clamp_temperature(temps[0]), clamp_temperature(temps[1]),
                              clamp_temperature(temps[2])),
                 temperature_by_options={str(k): clamp_temperature(v) for k, v in by_options.items()},
-                n_act=int(raw.get("n_act", 1)),
                 optimized_offline=bool(raw.get("optimized_offline", False)),
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -88,3 +95,29 @@ class DecodeConfig:
         if not isinstance(raw, dict):
             raise ArtifactError("%s must hold a JSON object" % path)
         return cls.from_dict(raw)
+
+
+def write_decode_config(artifact_dir: Path, *, special: SpecialTokens, max_len: int, head_max_len: int,
+                        temperature: list[float], temperature_by_options: dict[str, float],
+                        optimized_offline: bool = False) -> Path:
+    """Write `decode_config.json` with the checkpoint's values as shipped.
+
+    Temperatures are kept unclamped: the runtime clamps them at load, as upstream does, so the
+    artifact records what the checkpoint said."""
+    raw = {"max_len": int(max_len), "head_max_len": int(head_max_len), "temperature": list(temperature),
+           "temperature_by_options": dict(temperature_by_options), "special_tokens": asdict(special),
+           "optimized_offline": bool(optimized_offline)}
+    DecodeConfig.from_dict(raw)  # what is written must read back
+    path = Path(artifact_dir) / DECODE_CONFIG_FILE
+    path.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def copy_decode_config(source_dir: Path, artifact_dir: Path, *, optimized_offline: bool) -> Path:
+    """The decode config of `source_dir` written into `artifact_dir`, saying whether its graph was optimized offline."""
+    raw = json.loads((Path(source_dir) / DECODE_CONFIG_FILE).read_text(encoding="utf-8"))
+    config = DecodeConfig.from_dict(raw)
+    return write_decode_config(artifact_dir, special=config.special, max_len=config.max_len,
+                               head_max_len=config.head_max_len, temperature=raw.get("temperature", [1.0] * 3),
+                               temperature_by_options=raw.get("temperature_by_options") or {},
+                               optimized_offline=optimized_offline)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from laya_serverless import QuestionError
-from laya_serverless.gate import apply_gate, check_min_confidence
+from laya_serverless.core.abstention import apply_abstention, check_min_confidence
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -36,13 +36,13 @@ def _results() -> list[dict[str, Any]]:
 
 def test_no_threshold_writes_nothing() -> None:
     results = _results()
-    apply_gate(results, None)
+    apply_abstention(results, None)
     assert results == _results()
 
 
 def test_scalar_threshold_reports_every_answer() -> None:
     results = _results()
-    apply_gate(results, check_min_confidence(0.5))
+    apply_abstention(results, check_min_confidence(0.5))
     team, urgent, level = results[0]["answers"].values()
     assert team["low_confidence"] is True and team["abstention"] == "abstained"
     assert list(team)[-3:] == ["low_confidence", "abstention", "abstention_threshold"]
@@ -53,7 +53,7 @@ def test_scalar_threshold_reports_every_answer() -> None:
 
 def test_zero_is_a_real_threshold_and_ints_become_floats() -> None:
     results = _results()
-    apply_gate(results, check_min_confidence(0))
+    apply_abstention(results, check_min_confidence(0))
     for answer in results[0]["answers"].values():
         assert answer["abstention"] == "passed"
         assert answer["abstention_threshold"] == 0.0 and isinstance(answer["abstention_threshold"], float)
@@ -61,18 +61,18 @@ def test_zero_is_a_real_threshold_and_ints_become_floats() -> None:
 
 def test_bucket_map_falls_back_to_default_then_zero() -> None:
     results = _results()
-    apply_gate(results, check_min_confidence({"choice:3-5": 0.9, "default": 0.1}))
+    apply_abstention(results, check_min_confidence({"choice:3-5": 0.9, "default": 0.1}))
     team, urgent, level = results[0]["answers"].values()
     assert team["abstention_threshold"] == 0.9 and team["abstention"] == "abstained"
     assert urgent["abstention_threshold"] == 0.1 and level["abstention_threshold"] == 0.1
     results = _results()
-    apply_gate(results, check_min_confidence({"noul:2": 0.6}))
+    apply_abstention(results, check_min_confidence({"noul:2": 0.6}))
     team, urgent, _ = results[0]["answers"].values()
     assert team["abstention_threshold"] == 0.0 and urgent["abstention"] == "abstained"
 
 
 def test_an_answer_without_a_usable_number_is_unevaluated() -> None:
     results = [{"answers": {"x": {"type": "noul", "answer_confidence": float("nan")}}}]
-    apply_gate(results, 0.5)
+    apply_abstention(results, 0.5)
     assert results[0]["answers"]["x"]["abstention"] == "unevaluated"
     assert "low_confidence" not in results[0]["answers"]["x"]

@@ -12,9 +12,8 @@ from threading import Lock
 
 from tokenizers import Tokenizer
 
-from .errors import ArtifactError
-
-TOKENIZER_FILE = "tokenizer.json"
+from ..artifact.layout import TOKENIZER_FILE
+from ..errors import ArtifactError
 
 
 class TextEncoder:

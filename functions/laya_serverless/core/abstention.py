@@ -1,6 +1,6 @@
-"""The abstention gate (`min_confidence`): validation with the protocol's messages, and the report.
+"""The abstention report (`min_confidence`): validation with the protocol's messages, and the report.
 
-The gate never removes or changes an answer; it reports on every answer whether it passed,
+It never removes or changes an answer; it reports on every answer whether it passed,
 abstained (`low_confidence: true`), or carried no usable number. With no threshold it writes
 nothing at all: absence is the report.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import QuestionError
 from .decode import size_bucket
-from .errors import QuestionError
 
 Threshold = float | dict[str, float]
 DEFAULT_KEY = "default"
@@ -19,10 +19,13 @@ BUCKET_KEYS = frozenset("%s:%s" % (t, s) for t in ("choice", "score", "noul") fo
 
 
 def _one_threshold(value: Any) -> float:
-    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-            or value < 0.0 or value > 1.0):
+    try:  # an integer too large for a float is refused like any other out-of-range number
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0.0 or number > 1.0:
         raise QuestionError("min_confidence must be a float in [0.0, 1.0], got %r" % (value,))
-    return float(value)
+    return number
 
 
 def check_min_confidence(value: Any) -> Threshold:
@@ -69,7 +72,7 @@ def threshold_for(answer: dict[str, Any], threshold: Threshold) -> float:
     return threshold.get(DEFAULT_KEY, 0.0)
 
 
-def apply_gate(results: list[dict[str, Any]], threshold: Threshold | None) -> None:
+def apply_abstention(results: list[dict[str, Any]], threshold: Threshold | None) -> None:
     """Annotate every answer of every result in place; nothing when `threshold` is None."""
     if threshold is None:
         return

@@ -212,7 +212,7 @@ def _prose_language(segment: str) -> str | None:
     if len(tokens) < 4:
         return None
     guess = _latin_guess(prose)
-    language = guess["language"]
+    language: str | None = guess["language"]
     if language in (None, "en") or (shouted and not _shouting_proves(tokens, language, guess["rate"])):
         return None
     if len({t.lower() for t in tokens} & STOPWORDS.get(language, set())) < 2:
@@ -307,12 +307,12 @@ def analyse(state: Any) -> dict[str, Any]:
         return result
     best_letters, best = -1, None
     for leaf in _leaves(state):
-        found = _foreign_leaf(leaf)
-        if found is None:
+        foreign = _foreign_leaf(leaf)
+        if foreign is None:
             continue
         letters = sum(ch.isalpha() for ch in leaf[:MAX_CHARS])
         if letters > best_letters:
-            best_letters, best = letters, found
+            best_letters, best = letters, foreign
     if best is None:
         return result
     return {**result, "language": best["language"], "is_english": False,

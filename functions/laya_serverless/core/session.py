@@ -12,11 +12,10 @@ from typing import Protocol
 
 import numpy as np
 
-from .errors import ArtifactError, InferenceError
+from ..artifact.layout import GRAPH_INPUTS, GRAPH_OUTPUTS
+from ..errors import ArtifactError, InferenceError
 from .sequence import Row
 
-INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
-OUTPUT_NAMES = ("logits", "act_logits")
 # The exported graph takes top-2 of the option probabilities, so every pass needs at least two
 # marker columns; the extra masked column does not change any result.
 MIN_OPTION_COLUMNS = 2
@@ -73,13 +72,13 @@ class OnnxDecisionSession:
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
         names = {i.name for i in self._session.get_inputs()}
-        if names != set(INPUT_NAMES):
+        if names != set(GRAPH_INPUTS):
             raise ArtifactError("model graph %s takes inputs %s, expected %s"
-                                % (graph_path, sorted(names), sorted(INPUT_NAMES)))
+                                % (graph_path, sorted(names), sorted(GRAPH_INPUTS)))
 
     def run(self, feeds: Feeds) -> tuple[np.ndarray, np.ndarray]:
         try:
-            logits, act_logits = self._session.run(list(OUTPUT_NAMES), feeds)
+            logits, act_logits = self._session.run(list(GRAPH_OUTPUTS), feeds)
         except Exception as exc:
             raise InferenceError("the model session failed: %s" % exc) from exc
         return np.asarray(logits), np.asarray(act_logits)

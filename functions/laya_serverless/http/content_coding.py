@@ -5,11 +5,11 @@ the decoded body too, so a small compressed bomb cannot get around it."""
 from __future__ import annotations
 
 try:  # Python 3.14+
-    from compression.zstd import ZstdDecompressor, ZstdError  # type: ignore[import-not-found]
+    from compression.zstd import ZstdDecompressor, ZstdError
 except ImportError:
     from backports.zstd import ZstdDecompressor, ZstdError
 
-from .errors import RequestError
+from ..errors import MalformedRequest, TooLarge, UnsupportedEncoding
 from .limits import MAX_BODY_BYTES
 
 
@@ -18,14 +18,15 @@ def decode_body(raw: bytes, content_encoding: str | None) -> bytes:
     if coding in ("", "identity"):
         return raw
     if coding != "zstd":
-        raise RequestError(415, "unsupported Content-Encoding %r; send zstd or an uncompressed body" % content_encoding)
+        raise UnsupportedEncoding("unsupported Content-Encoding %r; send zstd or an uncompressed body"
+                                  % content_encoding)
     decompressor = ZstdDecompressor()
     try:
         body = decompressor.decompress(raw, max_length=MAX_BODY_BYTES + 1)
     except ZstdError:
-        raise RequestError(400, "request body is not valid zstd data") from None
+        raise MalformedRequest("request body is not valid zstd data") from None
     if len(body) > MAX_BODY_BYTES or not decompressor.eof and not decompressor.needs_input:
-        raise RequestError(413, "request body too large")
+        raise TooLarge("request body too large")
     if not decompressor.eof:
-        raise RequestError(400, "request body is not valid zstd data")
-    return body
+        raise MalformedRequest("request body is not valid zstd data")
+    return bytes(body)

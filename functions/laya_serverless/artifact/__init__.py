@@ -1,0 +1,1 @@
+"""Artifacts on the runtime side: the file layout and decode-config schema, the manifest, the store, the fetch."""

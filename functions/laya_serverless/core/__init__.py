@@ -1,0 +1,1 @@
+"""The inference core: tokenize -> questions -> sequence -> session -> decode -> abstention -> decider."""

@@ -1,0 +1,39 @@
+"""Rules for per-request values that both the library API (`Decider`) and the HTTP layer check.
+
+One function per rule, so the two layers can never disagree on what is accepted. Where upstream's
+server words a refusal differently from its library, the HTTP layer phrases the same finding in
+its own text (`http/limits.py`); the tests tie each pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import QuestionError
+
+
+def check_budget(name: str, value: Any) -> int | None:
+    """A token budget (`max_len`, `head_max_len`): None (use the checkpoint's) or a positive integer."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QuestionError("%s must be an integer" % name)
+    if value <= 0:
+        raise QuestionError("%s must be a positive integer" % name)
+    return value
+
+
+def check_batch_size(value: Any) -> int | None:
+    """States per pass: None or an integer. The library reads zero or less as "all in one pass", as upstream's does."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QuestionError("batch_size must be an integer")
+    return value
+
+
+def null_score_level(criteria: Any) -> int | None:
+    """The index of the first null level of a score question's level list, or None when every level is described."""
+    if isinstance(criteria, list) and None in criteria:
+        return criteria.index(None)
+    return None

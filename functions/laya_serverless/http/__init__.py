@@ -1,0 +1,1 @@
+"""The Jev protocol over HTTP: request limits, routing, answer shaping, and the FastAPI app."""

@@ -1,0 +1,95 @@
+"""The app factory: the Jev protocol's routes over the deployed deciders (FastAPI, "bigger applications").
+
+Each decision request runs the protocol's order (§3.2, §4.2): auth, admission, body (size, time,
+JSON), shape and limits, hook refusal, surrogates, `model`, budgets, language hints,
+`min_confidence`, then routing and inference under the inference lock. Refusals are
+`RequestError`s, answered as `{"detail": ...}` by `statuses`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+from fastapi import FastAPI
+
+from ..core.decider import Decider
+from ..errors import RequestError, SettingsError
+from ..settings import Settings
+from .deployment import Deployment, Reload, Revisions
+from .detect import analyse
+from .routes import router
+from .routing import Detector, Registry
+from .serving import Serving
+from .statuses import handle_refusal
+
+_log = logging.getLogger("laya_serverless")
+
+
+class _RootPath:
+    """Sets the ASGI `root_path` (what `uvicorn --root-path` does): OpenAPI `servers` and the docs then
+    carry the prefix, and a path that still starts with it is routed too (`/laya/health`)."""
+
+    def __init__(self, app: Any, root_path: str) -> None:
+        self.app, self.root_path = app, root_path
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = dict(scope, root_path=self.root_path)
+        await self.app(scope, receive, send)
+
+
+async def _idle_reaper(serve: Serving) -> None:
+    interval = max(0.05, min(serve.settings.idle_unload_seconds / 4.0, 5.0))
+    while True:
+        await asyncio.sleep(interval)
+        idle = serve.idle_seconds()
+        if await serve.unload_if_idle():
+            _log.info("idle for %.1fs: unloaded the checkpoints", idle)
+
+
+def build_app(serve: Serving) -> FastAPI:
+    """The FastAPI app over one `Serving`. Lambda never runs the lifespan (Mangum's `lifespan="off"`),
+    so the idle reaper only runs in a long-lived server."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        reaper = asyncio.create_task(_idle_reaper(serve)) if serve.settings.idle_unload_seconds else None
+        try:
+            yield
+        finally:
+            if reaper is not None:
+                reaper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await reaper
+
+    hidden = serve.settings.api_key is not None  # with a key, no docs or schema for anyone
+    app = FastAPI(title="laya-serverless", lifespan=lifespan, docs_url=None if hidden else "/docs",
+                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
+    app.state.serving = serve
+    app.add_exception_handler(RequestError, handle_refusal)
+    app.include_router(router)
+    if serve.settings.root_path:
+        app.add_middleware(_RootPath, root_path=serve.settings.root_path)
+    return app
+
+
+def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
+               registry: Registry | None = None, revisions: Revisions | None = None,
+               unavailable: str | None = None, inline_inference: bool = False,
+               reload: Reload | None = None) -> FastAPI:
+    """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
+    every decision route answers 503 with that detail and `/health` reports `ready: false`.
+
+    `inline_inference` runs inference on the event loop instead of a worker thread, for a Lambda
+    instance, which only ever holds one event and would pay the thread hop for nothing. With
+    `settings.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload."""
+    registry = registry or Registry()
+    if settings.idle_unload_seconds and reload is None:
+        raise SettingsError("idle unload needs a way to reload the checkpoints")
+    deployment = (Deployment(deciders, registry, settings.default_model, revisions, reload)
+                  if unavailable is None else None)
+    return build_app(Serving(settings, deployment, registry, detect, unavailable, inline_inference))

@@ -1,0 +1,122 @@
+"""The two decision routes' work, apart from HTTP: check a body (§3.2, §4.2), then answer it.
+
+`*_controls` run the protocol's checks in its order after the body was decoded; `answer_*` run on
+the inference worker: routing, the decider, tournament narrowing, the `routing` block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MalformedRequest
+from ..settings import Settings
+from . import limits
+from .deployment import Controls, Deployment
+from .jev import strict_projection, with_jev_confidence
+from .routing import Detector, Registry, resolve_model_field
+from .tournament import plan, predict_with_tournament
+
+_SURROGATE_DETAIL = "request body contains an unpaired surrogate escape; those cannot be encoded as UTF-8"
+
+
+@dataclass(frozen=True)
+class BatchControls:
+    controls: Controls
+    batch_size: int | None
+    sort_by_length: bool
+
+
+def choice_cap(settings: Settings) -> int:
+    return limits.MAX_TOURNAMENT_CHOICE_OPTIONS if settings.tournament_group else limits.MAX_CHOICE_OPTIONS
+
+
+def _controls(body: dict[str, Any], registry: Registry, settings: Settings) -> Controls:
+    """Steps 9-13 of §3.2, shared by both routes (after their shape, limit and hook checks)."""
+    if limits.has_lone_surrogate(body):
+        raise MalformedRequest(_SURROGATE_DETAIL)
+    return Controls(
+        model=resolve_model_field(body.get("model"), registry),
+        max_len=limits.budget_param(body, "max_len", settings.max_token_budget),
+        head_max_len=limits.budget_param(body, "head_max_len", settings.max_token_budget),
+        task=body.get("task"),
+        lang=limits.language_param(body, "lang"),
+        lang_guess=limits.language_param(body, "lang_guess"),
+        min_confidence=limits.min_confidence_param(body),
+    )
+
+
+def systemone_controls(body: Any, registry: Registry, settings: Settings) -> Controls:
+    if not isinstance(body, dict) or "questions" not in body:
+        raise MalformedRequest("request body must be an object with a 'questions' field")
+    limits.check_request_limits(body.get("state"), body["questions"], choice_cap(settings))
+    limits.refuse_hooks(body)
+    return _controls(body, registry, settings)
+
+
+def batch_controls(body: Any, registry: Registry, settings: Settings) -> BatchControls:
+    if not isinstance(body, dict) or "questions" not in body or "states" not in body:
+        raise MalformedRequest("request body must be an object with 'states' and 'questions' fields")
+    limits.check_batch_limits(body["states"], body["questions"], choice_cap(settings))
+    limits.refuse_hooks(body)
+    limits.refuse_out_parameters(body)
+    controls = _controls(body, registry, settings)
+    caller = limits.batch_size_param(body)
+    sort_by_length = bool(limits.sort_by_length_param(body))
+    planned = limits.planned_batch_size(len(body["states"]), len(body["questions"]), body.get("max_len"),
+                                        settings.max_batch_tokens)
+    return BatchControls(controls, limits.effective_batch_size(caller, planned), sort_by_length)
+
+
+def _answer_state(deployment: Deployment, detect: Detector, settings: Settings, state: Any,
+                  questions: dict[str, Any], controls: Controls) -> dict[str, Any]:
+    decider, decision = deployment.decide(state, questions, detect, controls, settings.auto_task)
+    result = decider.predict(state, questions, max_len=controls.max_len, head_max_len=controls.head_max_len,
+                             min_confidence=controls.min_confidence)
+    return {**result, "routing": decision}
+
+
+def _answer_narrowed(deployment: Deployment, detect: Detector, settings: Settings, state: Any,
+                     questions: dict[str, Any], controls: Controls) -> dict[str, Any]:
+    return predict_with_tournament(lambda qs: _answer_state(deployment, detect, settings, state, qs, controls),
+                                   questions, settings.tournament_group)
+
+
+def answer_one(deployment: Deployment, detect: Detector, settings: Settings, body: dict[str, Any],
+               controls: Controls) -> dict[str, Any]:
+    answer = _answer_narrowed if settings.tournament_group else _answer_state
+    return answer(deployment, detect, settings, body["state"], body["questions"], controls)
+
+
+def answer_batch(deployment: Deployment, detect: Detector, settings: Settings, body: dict[str, Any],
+                 batch: BatchControls) -> list[dict[str, Any]]:
+    states, questions, controls = body["states"], body["questions"], batch.controls
+    if settings.tournament_group and plan(questions, settings.tournament_group) is not None:
+        # Narrowing is per state: each state is answered on its own (batch_size has no effect).
+        return [_answer_narrowed(deployment, detect, settings, s, questions, controls) for s in states]
+    groups: dict[str, list[int]] = {}
+    decisions = []
+    for i, one in enumerate(states):
+        _, decision = deployment.decide(one, questions, detect, controls, settings.auto_task)
+        decisions.append(decision)
+        groups.setdefault(decision["model"], []).append(i)
+    results: list[dict[str, Any]] = [{}] * len(states)
+    for key, indices in groups.items():
+        answered = deployment.deciders[key].predict_batch(
+            [states[i] for i in indices], questions, batch.batch_size, max_len=controls.max_len,
+            head_max_len=controls.head_max_len, min_confidence=controls.min_confidence,
+            sort_by_length=batch.sort_by_length)
+        for i, result in zip(indices, answered, strict=True):
+            results[i] = {**result, "routing": decisions[i]}
+    return results
+
+
+def shaped(result: dict[str, Any], strict: bool) -> dict[str, Any]:
+    """One state's result as the wire carries it: the strict projection, or the full answer with Jev confidence."""
+    return strict_projection(result) if strict else with_jev_confidence(result)
+
+
+def batch_response(results: list[dict[str, Any]], strict: bool) -> dict[str, Any]:
+    total = {"input_tokens": sum(r["usage"]["input_tokens"] for r in results),
+             "output_tokens": sum(r["usage"]["output_tokens"] for r in results)}
+    return {"results": [shaped(r, strict) for r in results], "total_usage": total}

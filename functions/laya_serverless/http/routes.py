@@ -1,0 +1,62 @@
+"""The protocol's routes: `GET /health`, `POST /v1/systemone`, `POST /v1/systemone/batch`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse
+
+from .body import read_json
+from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
+from .serving import Serving, serving
+
+router = APIRouter()
+ServingDep = Annotated[Serving, Depends(serving)]
+Authorization = Annotated[str | None, Header()]
+
+
+def _timed(content: Any, elapsed_ms: float) -> JSONResponse:
+    stamp = "%.2f" % elapsed_ms
+    return JSONResponse(content, headers={"Server-Timing": "inference;dur=" + stamp, "X-Inference-Time-Ms": stamp})
+
+
+@router.get("/health")
+def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, Any]:
+    """Liveness for anyone; the resident checkpoints for a valid bearer (or when no key is set)."""
+    if not serve.authorized(authorization):
+        return {"status": "ok"}
+    if serve.deployment is None:
+        return {"status": "ok", "ready": False, "detail": serve.unavailable}
+    names = list(serve.deployment.deciders)
+    report: dict[str, Any] = {
+        "status": "ok", "loaded": names, "revisions": serve.deployment.resident_revisions(),
+        "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
+        "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+    if serve.settings.idle_unload_seconds:
+        report["idle_unload_seconds"] = float(serve.settings.idle_unload_seconds)
+        report["idle_seconds"] = round(serve.idle_seconds(), 1)
+    return report
+
+
+@router.post("/v1/systemone")
+async def systemone(request: Request, serve: ServingDep, authorization: Authorization = None) -> JSONResponse:
+    """One state, many questions."""
+    async with serve.admitted(authorization) as deployment:
+        body = await read_json(request, serve.settings.body_read_timeout)
+        controls = systemone_controls(body, serve.registry, serve.settings)
+        result, elapsed = await serve.infer(controls.model, lambda: answer_one(
+            deployment, serve.detect, serve.settings, body, controls))
+        return _timed(shaped(result, serve.settings.jev_strict), elapsed)
+
+
+@router.post("/v1/systemone/batch")
+async def systemone_batch(request: Request, serve: ServingDep,
+                          authorization: Authorization = None) -> JSONResponse:
+    """Many states, one shared question set."""
+    async with serve.admitted(authorization) as deployment:
+        body = await read_json(request, serve.settings.body_read_timeout)
+        batch = batch_controls(body, serve.registry, serve.settings)
+        results, elapsed = await serve.infer(batch.controls.model, lambda: answer_batch(
+            deployment, serve.detect, serve.settings, body, batch))
+        return _timed(batch_response(results, serve.settings.jev_strict), elapsed)

@@ -1,0 +1,34 @@
+"""The names a user imports are pinned, and the error tree is one tree with one status map."""
+
+from __future__ import annotations
+
+import inspect
+
+import laya_serverless
+from laya_serverless import errors
+from laya_serverless.http.statuses import STATUSES, refusal_response, status_of
+
+
+def test_the_public_names_are_pinned() -> None:
+    assert laya_serverless.__all__ == ["ArtifactError", "Decider", "GateFailed", "InferenceError", "LayaError",
+                                       "QuestionError", "RequestError", "SettingsError", "StateError"]
+    assert all(hasattr(laya_serverless, name) for name in laya_serverless.__all__)
+
+
+def test_every_error_descends_from_laya_error() -> None:
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)]
+    assert len(classes) > 10 and all(issubclass(c, errors.LayaError) for c in classes)
+
+
+def test_every_refusal_kind_has_exactly_one_status() -> None:
+    kinds = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+             if issubclass(c, errors.RequestError) and c is not errors.RequestError]
+    assert sorted(k.__name__ for k in kinds) == sorted(k.__name__ for k in STATUSES)
+    assert status_of(errors.TooLarge("x")) == 413 and status_of(errors.InvalidRequest("x")) == 422
+
+
+def test_only_the_503s_ask_to_retry() -> None:
+    for kind, status in STATUSES.items():
+        response = refusal_response(kind("why"))
+        assert response.status_code == status and response.body == b'{"detail":"why"}'
+        assert ("retry-after" in response.headers) == (status == 503)

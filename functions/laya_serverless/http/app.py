@@ -80,16 +80,18 @@ def build_app(serve: Serving) -> FastAPI:
 def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Detector = analyse,
                registry: Registry | None = None, revisions: Revisions | None = None,
                unavailable: str | None = None, inline_inference: bool = False,
-               reload: Reload | None = None) -> FastAPI:
+               reload: Reload | None = None,
+               target_fallbacks: Mapping[str, Mapping[str, str]] | None = None) -> FastAPI:
     """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
     every decision route answers 503 with that detail and `/health` reports `ready: false`.
 
     `inline_inference` runs inference on the event loop instead of a worker thread, for a Lambda
     instance, which only ever holds one event and would pay the thread hop for nothing. With
-    `settings.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload."""
+    `settings.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload.
+    `target_fallbacks` (name -> served target and why) is reported by `/health`."""
     registry = registry or Registry()
     if settings.idle_unload_seconds and reload is None:
         raise SettingsError("idle unload needs a way to reload the checkpoints")
-    deployment = (Deployment(deciders, registry, settings.default_model, revisions, reload)
+    deployment = (Deployment(deciders, registry, settings.default_model, revisions, reload, target_fallbacks)
                   if unavailable is None else None)
     return build_app(Serving(settings, deployment, registry, detect, unavailable, inline_inference))

@@ -34,8 +34,10 @@ class Controls:
 
 class Deployment:
     def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str,
-                 revisions: Revisions | None = None, reload: Reload | None = None) -> None:
+                 revisions: Revisions | None = None, reload: Reload | None = None,
+                 target_fallbacks: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.names = list(deciders)
+        self.target_fallbacks = {name: dict(why) for name, why in (target_fallbacks or {}).items()}
         self.deciders, self.revisions = dict(deciders), dict(revisions or {})
         self.registry, self.reload = registry, reload
         self.default = registry.resolve(default)

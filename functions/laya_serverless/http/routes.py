@@ -33,6 +33,8 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
         "status": "ok", "loaded": names, "revisions": serve.deployment.resident_revisions(),
         "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
         "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+    if serve.deployment.target_fallbacks:  # an extension: upstream has no targets to fall back between
+        report["target_fallbacks"] = serve.deployment.target_fallbacks
     if serve.settings.idle_unload_seconds:
         report["idle_unload_seconds"] = float(serve.settings.idle_unload_seconds)
         report["idle_seconds"] = round(serve.idle_seconds(), 1)

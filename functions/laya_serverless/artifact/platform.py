@@ -1,0 +1,81 @@
+"""Where an artifact was proven, and whether that proof holds on the CPU serving it.
+
+ONNX Runtime picks its int8 kernels by instruction set (AMX, AVX-512 VNNI, AVX-VNNI, AVX-512,
+AVX2 on x86; dot-product and i8mm on Arm), and their results differ at the level the parity gate
+measures: the tiny test ModernBERT's int8 recipes, which pass their gate on an AVX-512 VNNI
+machine, move probabilities by up to 0.20 on an AVX2 machine without VNNI (2026-12-01). FP32
+kernels agree inside the FP32 tolerance across these CPUs. So an int8 artifact serves only on
+the kernel class its gate ran on, or on one where it was re-gated (`laya-artifacts import`, which
+records the result beside the manifest under `gates/`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from .manifest import Manifest
+from .store import ObjectStore
+
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
+             "amx_int8", "amx_bf16", "asimddp", "i8mm")
+# Most capable first: the first class whose flags a CPU has is the one ONNX Runtime's int8 kernels use.
+_X86_CLASSES = (("amx-int8", "amx_int8"), ("avx512-vnni", "avx512_vnni"), ("avx-vnni", "avx_vnni"),
+                ("avx512", "avx512bw"), ("avx2", "avx2"))
+_ARM_CLASSES = (("arm64-i8mm", "i8mm"), ("arm64-dotprod", "asimddp"))
+
+
+def cpu_profile(cpuinfo: str | None = None) -> dict[str, Any]:
+    """This machine's CPU: architecture, model name and the instruction-set flags that pick kernels."""
+    flags: set[str] = set()
+    model = platform.processor()
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            cpuinfo = ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features") and not flags:
+            flags = set(value.split())
+        elif key.strip() == "model name" and value.strip():
+            model = value.strip()
+    return {"machine": platform.machine(), "model": model, "isa": [f for f in ISA_FLAGS if f in flags]}
+
+
+def int8_kernels(profile: dict[str, Any]) -> str:
+    """The int8 kernel class of a CPU profile (see `cpu_profile`)."""
+    isa = set(profile.get("isa") or ())
+    machine = str(profile.get("machine", "")).lower()
+    classes = _ARM_CLASSES if machine in ("aarch64", "arm64") else _X86_CLASSES
+    return next((name for name, flag in classes if flag in isa), "%s-baseline" % (machine or "unknown"))
+
+
+def is_int8(manifest: Manifest) -> bool:
+    precision = manifest.raw["configuration"].get("precision") or {}
+    return str(precision.get("weights", "")).startswith("int8") or "int8" in manifest.target
+
+
+def gate_record_key(artifact_id: str, kernels: str) -> str:
+    return "gates/%s/%s.json" % (artifact_id, kernels)
+
+
+def gate_record(artifact_id: str, profile: dict[str, Any], report: dict[str, Any]) -> bytes:
+    """What a passing re-gate on another CPU writes beside the artifact (create-only)."""
+    return json.dumps({"artifact": artifact_id, "cpu": profile, "int8_kernels": int8_kernels(profile),
+                       "report": report}, sort_keys=True).encode()
+
+
+def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here: dict[str, Any]) -> str | None:
+    """Why the artifact's gate does not hold on the CPU `here`, or None when it does."""
+    if not is_int8(manifest):
+        return None
+    built = manifest.raw["configuration"].get("build_cpu") or {}
+    wanted, have = int8_kernels(built), int8_kernels(here)
+    if wanted == have or store.read(gate_record_key(artifact_id, have)) is not None:
+        return None
+    return ("int8 artifact %s was gated on %s int8 kernels (%s) and never on this CPU's %s (%s); int8 results "
+            "differ between them. Re-gate it here with `laya-artifacts import`, or serve cpu-fp32"
+            % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?")))

@@ -1,0 +1,58 @@
+"""A deployment whose int8 artifact was gated on other int8 kernels serves the checkpoint's FP32
+artifact instead and says so; with no FP32 artifact it is not ready rather than unproven."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from laya_artifacts.publish import publish
+from laya_serverless.artifact.layout import MANIFEST_FILE
+from laya_serverless.artifact.platform import cpu_profile, int8_kernels
+from laya_serverless.artifact.store import LocalStore
+from laya_serverless.http.service import build_service
+from laya_serverless.settings import Settings
+
+pytestmark = pytest.mark.slow
+QUESTIONS = {"churn": {"type": "noul", "instructions": "Will they leave?"}}
+ELSEWHERE = {"machine": "x86_64", "model": "a CPU of another kernel class", "isa": ["avx2", "avx512_vnni",
+                                                                                    "amx_int8"]}
+
+
+def _as_int8_gated_elsewhere(fp32: Path, out: Path) -> Path:
+    """The FP32 artifact relabelled as an int8 one gated on a CPU of other int8 kernels than this one's."""
+    shutil.copytree(fp32, out)
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    elsewhere = ELSEWHERE if int8_kernels(cpu_profile()) != "amx-int8" else {"machine": "x86_64", "isa": ["avx2"]}
+    manifest["configuration"].update(target="cpu-int8", precision={"weights": "int8"}, build_cpu=elsewhere)
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))
+    return out
+
+
+def _settings(store: Path, tmp_path: Path) -> Settings:
+    return Settings.from_environ({"LAYA_STORE": str(store), "LAYA_DEPLOYED": "multilingual=tiny-modernbert",
+                                  "LAYA_CACHE_DIR": str(tmp_path / "cache"), "LAYA_TARGET": "cpu-int8"})
+
+
+def test_the_fp32_artifact_answers_and_health_says_why(tiny_fp32: Path, tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    publish(tiny_fp32, store)
+    publish(_as_int8_gated_elsewhere(tiny_fp32, tmp_path / "int8"), store)
+    app = TestClient(build_service(_settings(tmp_path / "store", tmp_path)))
+    health = app.get("/health").json()
+    assert health["loaded"] == ["multilingual"]
+    fallback = health["target_fallbacks"]["multilingual"]
+    assert fallback["served"] == "cpu-fp32" and "never on this CPU" in fallback["reason"]
+    assert app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
+
+
+def test_without_an_fp32_artifact_the_deployment_is_not_ready(tiny_fp32: Path, tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    publish(_as_int8_gated_elsewhere(tiny_fp32, tmp_path / "int8"), store)
+    app = TestClient(build_service(_settings(tmp_path / "store", tmp_path)))
+    assert app.get("/health").json()["ready"] is False
+    assert app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 503

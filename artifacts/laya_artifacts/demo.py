@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.errors import ArtifactError
+from laya_serverless.errors import DemoError
 
 from .checkpoints import minilm_dir
 
@@ -31,10 +31,6 @@ MAX_LEN, HEAD_MAX_LEN = 256, 128
 ACT_COSTS = {"ask": 0.1, "search": 0.2}
 
 Progress = Callable[[str], None]
-
-
-class DemoError(ArtifactError):
-    """The shipped demo files, or the installed encoder, are not the ones the head was trained with."""
 
 
 def sha256_file(path: Path) -> str:

@@ -400,7 +400,7 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert 0.0 <= answer["answers"]["t"]["noul"] <= 1.0
 
 
-def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_missing_one(tiny_int8, tmp_path,
+def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_missing_one(tiny_fp32, tmp_path,
                                                                                            capsys):
     script = runpy.run_path(str(TRAINING_DIR / "scripts" / "eval_demo.py"))
     assert [p.name for p in script["DEFAULT_CASES"]] == ["test-1.jsonl", "test-2.jsonl"]
@@ -410,9 +410,9 @@ def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_m
     second.write_text("\n".join(lines[3:5]) + "\n")
     questions = sum(len(json.loads(line)["questions"]) for line in lines[:5])
     out = tmp_path / "summary.json"
-    assert script["main"](["--artifact", str(tiny_int8), "--cases", str(first), str(second), "--json", str(out)]) == 0
+    assert script["main"](["--artifact", str(tiny_fp32), "--cases", str(first), str(second), "--json", str(out)]) == 0
     assert "# 5 hand-written cases, %d questions (first.jsonl, second.jsonl)" % questions in capsys.readouterr().out
     assert json.loads(out.read_text())["summary"]["all"]["n"] == questions
     with pytest.raises(SystemExit):
-        script["main"](["--artifact", str(tiny_int8), "--cases", str(tmp_path / "absent.jsonl")])
+        script["main"](["--artifact", str(tiny_fp32), "--cases", str(tmp_path / "absent.jsonl")])
     assert "no such case file" in capsys.readouterr().err

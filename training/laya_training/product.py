@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -34,15 +35,15 @@ def teacher_cosines(teacher: SentenceEncoder, examples: Sequence[Example],
     None for other question types."""
     choice = [i for i, e in enumerate(examples) if e.question["t"] == "choice"]
     options = sorted({option_text(label, desc) for i in choice for label, desc in examples[i].question["crit"].items()})
-    option_vectors = {}
+    option_vectors: dict[str, Any] = {}
     for start in range(0, len(options), batch_size):
         chunk = options[start:start + batch_size]
         option_vectors.update(zip(chunk, teacher.embed(chunk), strict=True))
     out: list[list[float] | None] = [None] * len(examples)
     for start in range(0, len(choice), batch_size):
-        chunk = choice[start:start + batch_size]
-        states = teacher.embed([state_text(examples[i].state) for i in chunk])
-        for i, vec in zip(chunk, states, strict=True):
+        rows = choice[start:start + batch_size]
+        states = teacher.embed([state_text(examples[i].state) for i in rows])
+        for i, vec in zip(rows, states, strict=True):
             crit = examples[i].question["crit"]
             out[i] = [float(option_vectors[option_text(label, desc)] @ vec) for label, desc in crit.items()]
     return out

@@ -120,6 +120,7 @@ def training_examples(settings: TrainSettings, progress: Progress) -> tuple[list
         from .product import wide_label_questions
 
         progress("drawing %d wide-label questions about the generated texts" % settings.wide_label_questions)
+        assert teacher is not None
         train_examples += wide_label_questions(train_examples, settings.wide_label_questions,
                                                settings.seed + 4_000_003, teacher)
     if settings.teacher_questions:
@@ -127,6 +128,7 @@ def training_examples(settings: TrainSettings, progress: Progress) -> tuple[list
 
         progress("labelling %d vocabulary-word questions with the pretrained encoder" % settings.teacher_questions)
         words = vocabulary_words(minilm_dir() / "vocab.txt")
+        assert teacher is not None
         train_examples += teacher_questions(words, settings.teacher_questions, settings.seed + 2_000_003, teacher)
         teacher_val = teacher_questions(words, max(50, settings.teacher_questions // 8), settings.seed + 3_000_003,
                                         teacher)
@@ -204,7 +206,7 @@ def write_stage(out_dir: Path, model: Any, settings: TrainSettings, temperatures
 
 def write_curve(out_dir: Path, meta: dict[str, Any], settings: TrainSettings, curve: list[dict[str, Any]]) -> None:
     """Append this stage's curve to the resumed run's (`learning_curve.json`) and write the report."""
-    stages = []
+    stages: list[Any] = []
     if settings.resume_from:
         resumed = Path(settings.resume_from)
         meta["resumed_from_head_sha256"] = sha256_file(resumed / HEAD_FILE)
@@ -246,6 +248,7 @@ def _product_targets(model: Any, train: Prepared, examples: list[Any], teacher: 
     moved = 0
     for i, row_cos, row_logits in zip(rows, cosines, logits, strict=True):
         before = max(range(len(seqs[i].target)), key=lambda k: seqs[i].target[k])
+        assert row_cos is not None  # every row here is a choice row
         seqs[i].target = product_targets(row_logits, row_cos, seqs[i].target, settings.product_beta,
                                          settings.product_weight)
         moved += before != max(range(len(seqs[i].target)), key=lambda k: seqs[i].target[k])

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -212,7 +212,7 @@ def _batches(seqs: Sequence[TrainRow], batch_size: int, rng: random.Random) -> l
     order = list(range(len(seqs)))
     rng.shuffle(order)
     pool = 50 * batch_size
-    batches = []
+    batches: list[list[int]] = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start:start + pool], key=lambda i: len(seqs[i].ids))
         batches.extend(chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size))
@@ -266,7 +266,7 @@ def init_head(model: Any, encoder_state_norm: float, settings: TrainSettings) ->
 
 
 def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tensor]],
-               checks: dict[str, tuple[Sequence[TrainRow], Sequence[torch.Tensor]]], settings: TrainSettings,
+               checks: Mapping[str, tuple[Sequence[TrainRow], Sequence[torch.Tensor]]], settings: TrainSettings,
                progress: Callable[[str], None]) -> list[dict[str, Any]]:
     """Train the head and the top encoder layers; returns the learning curve per epoch."""
     seqs, states = train
@@ -292,7 +292,8 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
         return 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    curve = [{"epoch": 0, "train_loss": None, **{name: evaluate(model, *data, n) for name, data in checks.items()}}]
+    curve: list[dict[str, Any]] = [{"epoch": 0, "train_loss": None,
+                                    **{name: evaluate(model, *data, n) for name, data in checks.items()}}]
     progress("epoch 0: %s" % _summary(curve[-1]))
     for epoch in range(1, settings.epochs + 1):
         model.train()

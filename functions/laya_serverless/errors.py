@@ -29,6 +29,11 @@ class ArtifactError(LayaError):
     """An artifact is missing, corrupted, or does not match what its manifest promises."""
 
 
+class DeviceUnavailable(ArtifactError):
+    """The configured device cannot run an artifact here: its execution provider is not offered, onnxruntime
+    placed the session elsewhere, or the artifact was gated on another GPU or onnxruntime."""
+
+
 class DemoError(ArtifactError):
     """The shipped demo files, or the installed encoder, are not the ones the demo head was trained with."""
 
@@ -79,6 +84,10 @@ class InvalidRequest(RequestError):
 
 class Overloaded(RequestError):
     """Every admission slot is taken; the client should retry shortly."""
+
+
+class DeviceOutOfMemory(Overloaded):
+    """The GPU ran out of memory on this request and no gated CPU retry exists for the artifact; retry later."""
 
 
 class NotReady(RequestError):

@@ -19,9 +19,11 @@ from ..errors import InferenceError, StateError
 from .abstention import Threshold, apply_abstention, check_min_confidence
 from .controls import check_batch_size, check_budget
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
+from .fallback import open_decision_session, request_scope
+from .providers import CPU, ONNXRUNTIME, Placement
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
-from .session import DecisionSession, OnnxDecisionSession, collate
+from .session import DecisionSession, collate
 from .tokenize import TextEncoder
 
 # Upstream sorts states by length inside windows of this many passes.
@@ -37,19 +39,23 @@ class Decider:
         self.config = config
 
     @classmethod
-    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True) -> Decider:
+    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True, *,
+                      device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
         before any byte is parsed; `verify=False` opens an unpublished export (tests, benchmarks).
+        `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
+        `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`).
         """
         path = Path(artifact_dir)
         if verify:
             verify_artifact(path)
         config = DecodeConfig.load(path)
         encoder = TextEncoder.from_artifact(path)
-        session = OnnxDecisionSession(path / GRAPH_FILE, threads=threads,
-                                      optimized_offline=config.optimized_offline)
+        session = open_decision_session(path / GRAPH_FILE, device, threads=threads,
+                                        optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
+                                        placement=placement)
         return cls(session, encoder, config)
 
     @classmethod
@@ -85,7 +91,8 @@ class Decider:
             results = [{"model": MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
                        for _ in states]
         else:
-            results = self._answer(list(states), parsed, width, head_width, batch_size, sort_by_length)
+            with request_scope(self.session):
+                results = self._answer(list(states), parsed, width, head_width, batch_size, sort_by_length)
         apply_abstention(results, threshold)
         return results
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -50,10 +50,16 @@ def collate(rows: Sequence[Row], type_indices: Sequence[int], pad_id: int) -> Fe
     }
 
 
-class OnnxDecisionSession:
-    """An ONNX Runtime CPU session over an exported decision graph."""
+# An execution provider by name, or (name, provider options) as onnxruntime takes them.
+ProviderSpec = str | tuple[str, dict[str, str]]
 
-    def __init__(self, graph_path: Path, threads: int | None = None, optimized_offline: bool = False) -> None:
+
+class OnnxDecisionSession:
+    """An ONNX Runtime session over an exported decision graph: on the CPU unless `providers` says otherwise
+    (`core.providers` chooses them and checks where the session really landed)."""
+
+    def __init__(self, graph_path: Path, threads: int | None = None, optimized_offline: bool = False,
+                 providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",)) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -67,14 +73,18 @@ class OnnxDecisionSession:
         if not Path(graph_path).is_file():
             raise ArtifactError("model graph %s is missing" % graph_path)
         try:
-            self._session = ort.InferenceSession(str(graph_path), sess_options=options,
-                                                 providers=["CPUExecutionProvider"])
+            chosen: list[Any] = list(providers)
+            self._session = ort.InferenceSession(str(graph_path), sess_options=options, providers=chosen)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
         names = {i.name for i in self._session.get_inputs()}
         if names != set(GRAPH_INPUTS):
             raise ArtifactError("model graph %s takes inputs %s, expected %s"
                                 % (graph_path, sorted(names), sorted(GRAPH_INPUTS)))
+
+    def active_providers(self) -> list[str]:
+        """The providers onnxruntime actually registered: a CUDA request it could not honour is missing here."""
+        return list(self._session.get_providers())
 
     def run(self, feeds: Feeds) -> tuple[np.ndarray, np.ndarray]:
         try:

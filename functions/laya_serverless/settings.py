@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .core.providers import CPU, CUDA, DEVICES, device_of_target
 from .errors import SettingsError
 from .http.limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 
@@ -35,6 +36,8 @@ TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
+DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
+DEFAULT_TARGETS = {CPU: "cpu-int8", CUDA: "cuda-fp16"}
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -63,6 +66,20 @@ def _deployed(text: str) -> dict[str, str]:
     return deployed
 
 
+def _device_and_target(environ: Mapping[str, str]) -> tuple[str, str]:
+    """`LAYA_DEVICE` strictly (a typo must not put a GPU deployment on the CPU), and a target that runs there."""
+    text = environ.get(DEVICE, "").strip()
+    device = text.lower() or CPU
+    if device not in DEVICES:
+        raise SettingsError("invalid %s %r: must be one of %s" % (DEVICE, text, ", ".join(DEVICES)))
+    target = environ.get(TARGET, "").strip() or DEFAULT_TARGETS[device]
+    if device_of_target(target) != device:
+        raise SettingsError("%s=%s cannot serve %s=%s: that target was gated on %s; set %s=%s or a %s-* target"
+                            % (DEVICE, device, TARGET, target, device_of_target(target), DEVICE,
+                               device_of_target(target), device))
+    return device, target
+
+
 @dataclass(frozen=True)
 class Settings:
     api_key: str | None = None
@@ -85,6 +102,7 @@ class Settings:
     cache_dir: str | None = None
     api_base_path: str = "/"
     api_key_secret: str | None = None
+    device: str = CPU
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -114,6 +132,7 @@ class Settings:
             idle = 0.0
         idle = idle if math.isfinite(idle) and idle > 0 else 0.0
         deployed = _deployed(env.get(DEPLOYED, "")) or {"english": "demo"}
+        device, target = _device_and_target(env)
         default_model = (env.get(DEFAULT_MODEL) or "").strip().lower() or (
             "multilingual" if "multilingual" in deployed else next(iter(deployed)))
         return cls(
@@ -133,8 +152,9 @@ class Settings:
             port=port,
             store=env.get(STORE, "").strip() or ".laya-store",
             deployed=deployed,
-            target=env.get(TARGET, "").strip() or "cpu-int8",
+            target=target,
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
             api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
             api_key_secret=env.get(API_KEY_SECRET, "").strip() or None,
+            device=device,
         )

@@ -17,11 +17,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
+from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..core.decider import Decider
-from ..errors import ArtifactError
+from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
+from ..errors import ArtifactError, DeviceUnavailable
 from ..settings import Settings
 from .app import create_app
 from .routing import Registry, canonical_name
@@ -42,8 +44,22 @@ class Loaded:
     fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path,
-              here: dict[str, Any]) -> tuple[Decider, Manifest, dict[str, str] | None]:
+def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+                    placement: Placement) -> tuple[Decider, Manifest]:
+    """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
+    artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
+    refused = unproven_on_this_gpu(manifest, artifact_id, store, here)
+    if refused is not None:
+        raise DeviceUnavailable(refused)
+    decider = Decider.from_artifact(path, threads=settings.threads, verify=False, device=settings.device,
+                                    cpu_retry=cpu_retry_proven(manifest), placement=placement)
+    return decider, manifest
+
+
+def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+              placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None]:
+    if settings.device != CPU:
+        return (*_load_on_device(store, stored, settings, cache, here, placement), None)
     artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
     refused = unproven_here(manifest, artifact_id, store, here)
     fallback = None
@@ -61,30 +77,34 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path,
     return decider, manifest, fallback
 
 
-def load_deciders(settings: Settings, s3_client: Any = None) -> Loaded:
-    """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served)."""
+def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Loaded:
+    """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
+    or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
+    require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
     store = open_store(settings.store, s3_client=s3_client)
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
-    here = cpu_profile()
+    here = cpu_profile() if settings.device == CPU else gpu_profile()
     loaded = Loaded()
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
-        decider, manifest, fallback = _load_one(store, stored, settings, cache, here)
+        decider, manifest, fallback = _load_one(store, stored, settings, cache, here, placement)
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
         if fallback is not None:
             loaded.fallbacks[key] = fallback
     return loaded
 
 
-def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False) -> FastAPI:
+def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False,
+                  placement: Placement = ONNXRUNTIME) -> FastAPI:
     try:
-        loaded = load_deciders(settings, s3_client)
-    except ArtifactError:
+        loaded = load_deciders(settings, s3_client, placement)
+    except ArtifactError as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
-        return create_app({}, settings, unavailable=UNAVAILABLE)
+        # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
+        return create_app({}, settings, unavailable=str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE)
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
-        again = load_deciders(settings, s3_client)
+        again = load_deciders(settings, s3_client, placement)
         return again.deciders, again.revisions
 
     extra = {name: name for name in loaded.deciders if name not in Registry().sources}

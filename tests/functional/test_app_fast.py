@@ -86,7 +86,8 @@ def test_an_unavailable_deployment_answers_503_and_says_so_in_health() -> None:
     refused = app.post("/v1/systemone", json={"state": "x", "questions": {}})
     assert (refused.status_code, refused.json(), refused.headers["retry-after"]) == (
         503, {"detail": "artifacts missing"}, "1")
-    assert app.get("/health").json() == {"status": "ok", "ready": False, "detail": "artifacts missing"}
+    assert app.get("/health").json() == {"status": "ok", "ready": False, "detail": "artifacts missing",
+                                         "device": "cpu", "device_is_preference": True}
 
 
 class _Broken:

@@ -23,6 +23,7 @@ from .deployment import Deployment, Reload, Revisions
 from .detect import analyse
 from .routes import router
 from .routing import Detector, Registry
+from .sagemaker import router as sagemaker_router
 from .serving import Serving
 from .statuses import handle_refusal
 
@@ -72,6 +73,7 @@ def build_app(serve: Serving) -> FastAPI:
     app.state.serving = serve
     app.add_exception_handler(RequestError, handle_refusal)
     app.include_router(router)
+    app.include_router(sagemaker_router)  # /ping + /invocations: the GPU container's contract, everywhere
     if serve.settings.root_path:
         app.add_middleware(_RootPath, root_path=serve.settings.root_path)
     return app

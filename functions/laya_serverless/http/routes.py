@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from .body import read_json
 from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
+from .devices import device_report, preference_report
 from .serving import Serving, serving
 
 router = APIRouter()
@@ -27,12 +28,11 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
     if not serve.authorized(authorization):
         return {"status": "ok"}
     if serve.deployment is None:
-        return {"status": "ok", "ready": False, "detail": serve.unavailable}
+        return {"status": "ok", "ready": False, "detail": serve.unavailable, **preference_report(serve.settings.device)}
     names = list(serve.deployment.deciders)
     report: dict[str, Any] = {
         "status": "ok", "loaded": names, "revisions": serve.deployment.resident_revisions(),
-        "device": "cpu", "device_is_preference": not names, "checkpoint_devices": {n: "cpu" for n in names},
-        "cpu_fallbacks": {n: {"count": 0, "last_reason": None} for n in names}}
+        **device_report(serve.deployment, serve.settings.device)}
     if serve.deployment.target_fallbacks:  # an extension: upstream has no targets to fall back between
         report["target_fallbacks"] = serve.deployment.target_fallbacks
     if serve.settings.idle_unload_seconds:

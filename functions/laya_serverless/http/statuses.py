@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 
 from ..errors import (
     BodyTimeout,
+    DeviceOutOfMemory,
     InferenceFailed,
     InvalidRequest,
     MalformedRequest,
@@ -35,6 +36,7 @@ STATUSES: dict[type[RequestError], int] = {
     InvalidRequest: 422,
     InferenceFailed: 500,
     Overloaded: 503,
+    DeviceOutOfMemory: 503,
     NotReady: 503,
 }
 _RETRY_LATER = (Overloaded, NotReady)

@@ -1,0 +1,28 @@
+"""`/health`'s device block, measured from the resident sessions (upstream's semantics).
+
+`device` is where the first resident checkpoint really computes, and the configured preference
+only while nothing is resident (`device_is_preference` true exactly then); `checkpoint_devices`
+gives each one; `cpu_fallbacks` counts each one's requests retried on the CPU after the GPU ran out
+of memory. A GPU deployment whose sessions could not reach the GPU is refused at load, so it
+never reports `cpu` here while answering: it is not ready, and `/health` says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.fallback import device_of, fallbacks_of
+from .deployment import Deployment
+
+
+def device_report(deployment: Deployment, preference: str) -> dict[str, Any]:
+    names = list(deployment.deciders)
+    devices = {name: device_of(deployment.deciders[name].session) for name in names}
+    return {"device": devices[names[0]] if names else preference, "device_is_preference": not names,
+            "checkpoint_devices": devices,
+            "cpu_fallbacks": {name: fallbacks_of(deployment.deciders[name].session) for name in names}}
+
+
+def preference_report(preference: str) -> dict[str, Any]:
+    """What a deployment that loaded nothing can say: the device it was asked for."""
+    return {"device": preference, "device_is_preference": True}

@@ -45,10 +45,17 @@ def cpu_profile() -> dict[str, Any]:
 
 
 def tool_versions() -> dict[str, str]:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    names = ("laya-serverless", "laya", "torch", "transformers", "onnx", "onnxruntime", "tokenizers", "numpy")
-    return {"python": platform.python_version(), **{n: version(n) for n in names}}
+    names = ("laya-serverless", "laya", "torch", "transformers", "onnx", "onnxruntime", "onnxruntime-gpu",
+             "tokenizers", "numpy")
+    found = {"python": platform.python_version()}
+    for name in names:  # a GPU build has onnxruntime-gpu instead of onnxruntime
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
 
 
 def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, Any] | None,

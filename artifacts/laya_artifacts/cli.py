@@ -41,6 +41,7 @@ def resolve_checkpoint(reference: str, revision: str | None) -> tuple[Path, str,
 
 def _build(args: argparse.Namespace) -> int:
     from .build import GateFailed, build_artifact
+    from .cuda import CUDA_TARGETS, build_cuda_artifact
 
     try:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
@@ -50,8 +51,9 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:
-        artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
-                                     goldens_path=args.goldens, progress=_progress)
+        builder = build_cuda_artifact if args.target in CUDA_TARGETS else build_artifact
+        artifact, _ = builder(checkpoint, args.target, out, name=args.name or name, revision=revision,
+                              goldens_path=args.goldens, progress=_progress)
     except GateFailed as exc:
         return _fail(str(exc))
     except FileExistsError as exc:
@@ -153,8 +155,11 @@ def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
 
-    from .build import TARGETS
+    from .build import TARGETS as CPU_TARGETS
     from .checkpoints import KINDS
+    from .cuda import CUDA_TARGETS
+
+    TARGETS = (*CPU_TARGETS, *CUDA_TARGETS)  # cuda-* build and gate only on a machine with an NVIDIA GPU
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)

@@ -19,9 +19,10 @@ import numpy as np
 
 from laya_serverless import Decider, InferenceError
 from laya_serverless.core.decode import option_probabilities, temperature_for
+from laya_serverless.core.providers import device_of_target
 from laya_serverless.core.questions import parse_questions
 
-TOLERANCES = {"cpu-fp32": 1e-4, "cpu-int8": 0.02, "cuda-fp16": 0.02}
+TOLERANCES = {"cpu-fp32": 1e-4, "cpu-int8": 0.02, "cuda-fp16": 0.02, "cuda-fp32": 1e-4}
 
 
 @dataclass
@@ -67,10 +68,11 @@ def _top_two_margin(p: np.ndarray) -> float:
     return float(ordered[0] - ordered[1]) if len(ordered) > 1 else 1.0
 
 
-def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str) -> GateReport:
-    """Gate the artifact in `artifact_dir` (not yet published, so not verified by manifest) against `goldens`."""
+def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str, device: str | None = None) -> GateReport:
+    """Gate the artifact in `artifact_dir` (not yet published, so not verified by manifest) against `goldens`,
+    on the device its target runs on (a cuda target on the GPU, never moved), or on `device` when given."""
     report = GateReport(target=target, tolerance=TOLERANCES[target])
-    decider = Decider.from_artifact(artifact_dir, verify=False)
+    decider = Decider.from_artifact(artifact_dir, verify=False, device=device or device_of_target(target))
     config = decider.config
     for row in goldens["rows"]:
         case = row["id"]

@@ -36,6 +36,7 @@ TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
+GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
 DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
 DEFAULT_TARGETS = {CPU: "cpu-int8", CUDA: "cuda-fp16"}
 

@@ -76,6 +76,7 @@ class DecisionApi(Construct):
         if secret is None:
             for path in c.DOCS_PATHS:   # the app serves these only when no key is configured
                 acknowledge(self._resource(base, path).add_method("GET", integration), NO_AUTH, NO_COGNITO)
+        self.base, self.authorizer = base, authorizer   # where other routes (the GPU endpoint's) attach
         acknowledge(self.api, NO_REQUEST_MODELS)
         acknowledge(self.api.deployment_stage, NO_EXECUTION_LOGS, NO_WAF)
         self.url = self.api.url + config.prefix.lstrip("/")

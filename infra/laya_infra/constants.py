@@ -56,3 +56,24 @@ FEATURE_FLAGS = {
     "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
     "@aws-cdk/core:enablePartitionLiterals": True,
 }
+
+# The GPU endpoint (-c gpu=true): a SageMaker real-time endpoint serving layers/gpu/Dockerfile.
+GPU_DOCKERFILE = "layers/gpu/Dockerfile"                   # built from the repository root at deploy
+GPU_IMAGE_CONTEXT = ("*", "!functions/laya_serverless", "!layers/gpu", "**/__pycache__", "**/*.pyc")
+GPU_PROXY_DIR = REPO_ROOT / "functions" / "gpu_proxy"
+GPU_PROXY_HANDLER = "proxy.handler"
+GPU_PATH = "gpu"                                           # the GPU routes: <prefix>/gpu/v1/systemone, ...
+GPU_ROUTES = (("POST", "v1/systemone"), ("POST", "v1/systemone/batch"), ("GET", "health"))
+GPU_TARGETS = ("cuda-fp16", "cuda-fp32")
+DEFAULT_GPU_TARGET = "cuda-fp16"
+DEFAULT_GPU_INSTANCE_TYPE = "ml.g5.xlarge"                 # one NVIDIA A10G (24 GB), 4 vCPUs
+GPU_INSTANCE_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p4de", "p5", "p5e")
+DEFAULT_GPU_MIN_INSTANCES, DEFAULT_GPU_MAX_INSTANCES = 1, 2
+MAX_GPU_INSTANCES = 20
+DEFAULT_GPU_INVOCATIONS_PER_INSTANCE = 600                 # target tracking: invocations per instance per minute
+# NVIDIA 550 / CUDA 12.4: runs the image's CUDA 12.8 build; pinned, so a driver change is a deploy, not a surprise.
+GPU_AMI_VERSION = "al2-ami-sagemaker-inference-gpu-3-1"
+GPU_VARIANT = "AllTraffic"
+GPU_STARTUP_TIMEOUT_S = 600                                # image pull + artifact download + CUDA session start
+GPU_PROXY_MEMORY_MB = 256
+GPU_CACHE_DIR = "/tmp/laya-artifacts"

@@ -10,18 +10,25 @@ from constructs import Construct
 from .api import DecisionApi
 from .config import DeployConfig
 from .functions import ApiFunction
+from .gpu import GpuEndpoint
+from .gpu_config import GpuConfig
 from .monitoring import Alarms
 from .storage import ApiKeySecret, ArtifactBucket
 
 
 class LayaServerlessStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, gpu: GpuConfig | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
         function = ApiFunction(self, "Api", config, artifacts, secret)
         api = DecisionApi(self, "Gateway", config, function.function, secret)
         Alarms(self, "Alarms", config, function.function, function.log_group)
+        if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
+            endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
+            CfnOutput(self, "GpuApiUrl", value=endpoint.url, description="Base URL of the Jev API on the GPU")
+            CfnOutput(self, "GpuEndpointName", value=endpoint.endpoint.attr_endpoint_name)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the Jev API (prefix included)")
         CfnOutput(self, "ArtifactBucketName", value=artifacts.bucket.bucket_name)

@@ -57,12 +57,13 @@ class ArtifactBucket(Construct):
         logical_id = Stack.of(self).get_logical_id(default)
         return artifact_prefix_rule("<%s.Arn>/%s" % (logical_id, prefix))
 
-    def read_statements(self) -> list[iam.PolicyStatement]:
-        """GetObject on each deployed checkpoint's pointer and on the immutable artifact objects; nothing else."""
+    def read_statements(self, target: str | None = None) -> list[iam.PolicyStatement]:
+        """GetObject on each deployed checkpoint's pointer (for `target`, default the API's) and on the
+        immutable artifact objects; nothing else."""
         from laya_serverless.artifact.store import pointer_key
 
         prefix = self.config.artifact_prefix
-        pointers = [self.bucket.arn_for_objects("%s/%s" % (prefix, pointer_key(name, self.config.target)))
+        pointers = [self.bucket.arn_for_objects("%s/%s" % (prefix, pointer_key(name, target or self.config.target)))
                     for name in self.config.checkpoints]
         return [
             iam.PolicyStatement(actions=["s3:GetObject"], resources=pointers),

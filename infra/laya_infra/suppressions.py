@@ -30,6 +30,13 @@ NO_REQUEST_MODELS = ("AwsSolutions-APIG2",
 NO_AUTH = ("AwsSolutions-APIG4", "Deployed with -c auth=false: an open API was asked for explicitly")
 
 
+GPU_LOGS = ("SageMaker writes the endpoint's container logs to log groups it names /aws/sagemaker/Endpoints/<name> "
+            "at creation; the grant is scoped to that prefix")
+ECR_TOKEN = ("AwsSolutions-IAM5[Resource::*]",
+             "ecr:GetAuthorizationToken has no resource-level permissions; image pulls are scoped to the "
+             "asset repository")
+
+
 def acknowledge(construct: IConstruct, *items: Acknowledgement) -> None:
     for rule, reason in items:
         Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))

@@ -134,6 +134,10 @@ class DeployConfig:
             values["deployed"] = str(raw["deployed"])
         if raw["target"] is not None:
             values["target"] = str(raw["target"])
+            if values["target"].startswith("cuda-"):   # Lambda has no GPU: the endpoint has its own flag
+                raise ConfigError("context 'target' %r needs a GPU, and the API function runs on Lambda (use %s, "
+                                  "and -c gpu=true -c gpu_target=%s for the GPU endpoint)"
+                                  % (values["target"], _flag("target", "cpu-int8"), values["target"]))
         if raw["auth"] is not None:
             values["auth"] = _bool(raw["auth"], "auth")
         if raw["api_key_secret"]:

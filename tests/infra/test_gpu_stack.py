@@ -117,6 +117,14 @@ def test_gpu_flags_are_checked_early_with_the_flag_to_use(context: dict[str, str
         GpuConfig.from_context(context.get)
 
 
+def test_the_lambda_api_refuses_a_cuda_target_and_points_at_the_gpu_flags() -> None:
+    from laya_infra.config import DeployConfig
+
+    with pytest.raises(ConfigError, match=r"'target' 'cuda-fp16' needs a GPU.*-c target=cpu-int8.*-c gpu=true "
+                                          r"-c gpu_target=cuda-fp16"):
+        DeployConfig.from_context({"target": "cuda-fp16"}.get)
+
+
 def test_a_bad_gpu_flag_stops_the_app_before_any_construct(asset_dir: Path, tmp_path: Path) -> None:
     from app import build_app
 

@@ -20,7 +20,7 @@ from .abstention import Threshold, apply_abstention, check_min_confidence
 from .controls import check_batch_size, check_budget
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
 from .fallback import open_decision_session, request_scope
-from .providers import CPU, ONNXRUNTIME, Placement
+from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
 from .session import DecisionSession, collate
@@ -65,7 +65,8 @@ class Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
         store = open_store(uri, s3_client=s3_client)
         _, artifact_dir, _ = fetch_published(store, checkpoint, target, Path(cache_dir))
-        return cls.from_artifact(artifact_dir, threads=threads, verify=False)  # fetch verified every file
+        # fetch verified every file; a cuda-* target opens on the GPU or not at all
+        return cls.from_artifact(artifact_dir, threads=threads, verify=False, device=device_of_target(target))
 
     def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,
                 head_max_len: int | None = None, min_confidence: Threshold | None = None) -> dict[str, Any]:

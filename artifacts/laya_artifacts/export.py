@@ -50,7 +50,7 @@ def write_checkpoint_decode_config(tok: Any, cfg: dict[str, Any], out: Path) -> 
                                temperature_by_options=cfg.get("temperature_by_options", {}))
 
 
-def _example_inputs(tok: Any) -> tuple[Any, ...]:
+def example_inputs(tok: Any) -> tuple[Any, ...]:
     """A small two-question pass to trace with; every axis is declared dynamic."""
     import torch
     from laya.common import build_sequence, collate_items
@@ -77,7 +77,7 @@ def export_graph(model: Any, tok: Any, graph_path: Path) -> None:
         # shape guards whose taken branch is the one every >= 2-column pass takes.
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            model, _example_inputs(tok), str(graph_path), dynamo=False, opset_version=OPSET,
+            model, example_inputs(tok), str(graph_path), dynamo=False, opset_version=OPSET,
             input_names=list(GRAPH_INPUTS), output_names=list(GRAPH_OUTPUTS), dynamic_axes=DYNAMIC_AXES,
         )
 

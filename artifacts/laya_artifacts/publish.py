@@ -27,8 +27,7 @@ def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expe
     store.upload(key, source)
     with tempfile.TemporaryDirectory(prefix="laya-publish-") as scratch:
         echo = Path(scratch) / "echo"
-        store.download(key, echo)
-        verify_file(echo, name, expected)
+        verify_file(echo, name, expected, sha256=store.download(key, echo))
 
 
 def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], None] = lambda _m: None) -> str:

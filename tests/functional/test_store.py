@@ -97,9 +97,9 @@ class CountingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def download(self, key: str, destination: Path) -> None:
+    def download(self, key: str, destination: Path) -> str:
         self.downloads.append(key)
-        self.inner.download(key, destination)
+        return str(self.inner.download(key, destination))
 
 
 def test_cached_files_are_reused_and_a_corrupted_cache_is_repaired(tiny_fp32: Path, tmp_path: Path) -> None:

@@ -59,8 +59,8 @@ def fetch_artifact(store: ObjectStore, artifact_id: str, cache_dir: Path = DEFAU
         fd, staging = tempfile.mkstemp(dir=local.parent, prefix=".download-")
         os.close(fd)
         try:
-            store.download(artifact_key(artifact_id, name), Path(staging))
-            verify_file(Path(staging), name, expected)
+            digest = store.download(artifact_key(artifact_id, name), Path(staging))
+            verify_file(Path(staging), name, expected, sha256=digest)
             os.replace(staging, local)
         finally:
             if os.path.exists(staging):

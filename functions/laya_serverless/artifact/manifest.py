@@ -82,14 +82,15 @@ class Manifest:
         return cls.parse(path.read_bytes(), str(path))
 
 
-def verify_file(path: Path, name: str, expected: dict[str, Any]) -> None:
-    """Refuse a missing, truncated or altered file, naming it."""
+def verify_file(path: Path, name: str, expected: dict[str, Any], sha256: str | None = None) -> None:
+    """Refuse a missing, truncated or altered file, naming it. `sha256`, when the caller hashed the
+    bytes as it wrote them (a download), saves reading the file a second time."""
     if not path.is_file():
         raise ArtifactError("artifact file %r is missing" % name)
     size = path.stat().st_size
     if size != expected["bytes"]:
         raise ArtifactError("artifact file %r has %d bytes, the manifest says %d" % (name, size, expected["bytes"]))
-    actual = sha256_file(path)
+    actual = sha256 or sha256_file(path)
     if actual != expected["sha256"]:
         raise ArtifactError("artifact file %r has sha256 %s, the manifest says %s" % (name, actual, expected["sha256"]))
 

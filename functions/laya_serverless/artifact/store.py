@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,7 +24,18 @@ from typing import Any, Protocol
 from ..errors import ArtifactError
 
 DEFAULT_LOCAL_STORE = ".laya-store"
+_CHUNK = 1 << 20
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _copy_hashing(chunks: Iterable[bytes], destination: Path) -> str:
+    """Write `chunks` to `destination` and hash them on the way: one pass over the bytes, not two."""
+    digest = hashlib.sha256()
+    with open(destination, "wb") as out:
+        for chunk in chunks:
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest()
 
 
 def artifact_key(artifact_id: str, name: str) -> str:
@@ -42,7 +53,8 @@ class ObjectStore(Protocol):
     def read(self, key: str) -> tuple[bytes, str] | None:
         """The object and its version tag, or None when there is none."""
 
-    def download(self, key: str, destination: Path) -> None: ...
+    def download(self, key: str, destination: Path) -> str:
+        """Write the object to `destination`; returns the sha256 of the bytes written, hashed as they stream."""
 
     def create(self, key: str, data: bytes) -> bool:
         """Write only if absent; False when the key already exists."""
@@ -90,11 +102,12 @@ class LocalStore:
         data = path.read_bytes()
         return data, hashlib.sha256(data).hexdigest()
 
-    def download(self, key: str, destination: Path) -> None:
+    def download(self, key: str, destination: Path) -> str:
         path = self._path(key)
         if not path.is_file():
             raise ArtifactError("%s has no object %s" % (self.uri, key))
-        shutil.copyfile(path, destination)  # streams: graphs can be hundreds of MB
+        with open(path, "rb") as source:  # streams: graphs can be hundreds of MB
+            return _copy_hashing(iter(lambda: source.read(_CHUNK), b""), destination)
 
     def create(self, key: str, data: bytes) -> bool:
         with self._locked():
@@ -150,9 +163,10 @@ class S3Store:
             raise ArtifactError("cannot read %s/%s: %s" % (self.uri, key, exc)) from exc
         return response["Body"].read(), response["ETag"]
 
-    def download(self, key: str, destination: Path) -> None:
+    def download(self, key: str, destination: Path) -> str:
         try:
-            self.client.download_file(self.bucket, self._key(key), str(destination))
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+            return _copy_hashing(body.iter_chunks(_CHUNK), destination)
         except Exception as exc:
             raise ArtifactError("cannot download %s/%s: %s" % (self.uri, key, exc)) from exc
 

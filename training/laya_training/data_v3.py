@@ -13,20 +13,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .demo_data import (
-    FACT_QUESTIONS,
-    FACT_SENTENCES,
-    MESSAGE_BODIES,
-    MESSAGE_OPENINGS,
-    RATING_INSTRUCTIONS,
-    RATING_SCALES,
-    Example,
-    _noul,
-    _render,
-    _sentence,
-    ordinal_target,
-    sentiment_question,
-)
+from . import data_v2 as v2
+from .data_v1 import RATING_INSTRUCTIONS, RATING_SCALES, sentiment_question
+from .data_v2 import FACT_QUESTIONS, FACT_SENTENCES, MESSAGE_BODIES, MESSAGE_OPENINGS
+from .examples import Example, noul_question, ordinal_target, render_state, sentence_case
 
 # Each category: the items, then clauses a reviewer says when it is good and when it is not.
 CATEGORIES = {
@@ -146,10 +136,10 @@ def composed_review(rng: random.Random) -> Iterator[Example]:
         if named and text.startswith("the {p} ") and rng.random() < 0.6:
             text = "it " + text[len("the {p} "):]   # named once, then "it", as people write
         named = named or "{p}" in text
-        sentences.append(_sentence((rng.choice(JOINERS) if i else "") + text.format(p=item)) + ".")
+        sentences.append(sentence_case((rng.choice(JOINERS) if i else "") + text.format(p=item)) + ".")
     if rng.random() < 0.65:
         sentences.insert(rng.choice([0, len(sentences)]), rng.choice(VERDICTS[stars]))
-    state = _render(rng, " ".join(sentences), "review")
+    state = render_state(rng, " ".join(sentences), "review")
 
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS + MORE_RATING_INSTRUCTIONS),
@@ -160,17 +150,17 @@ def composed_review(rng: random.Random) -> Iterator[Example]:
     kind = rng.choice(["polarity", "mention", "complaint"])
     if kind == "polarity" and stars != 2:   # a mixed review is neither; it gets a complaint question instead
         asked = rng.random() < 0.5
-        q, target = _noul(rng.choice(POLARITY_NOUL[asked]), (stars >= 3) == asked)
+        q, target = noul_question(rng.choice(POLARITY_NOUL[asked]), (stars >= 3) == asked)
     elif kind == "mention":
         aspect = rng.choice(list(MENTION_NOUL))
-        q, target = _noul(rng.choice(MENTION_NOUL[aspect]), aspect in mentioned)
+        q, target = noul_question(rng.choice(MENTION_NOUL[aspect]), aspect in mentioned)
     else:
         aspect = rng.choice(list(COMPLAINT_NOUL))
         if aspect == "item":   # every item clause names the item; the purchase clauses do not
             holds = any(not ok for text, ok in clauses if "{p}" in text)
         else:
             holds = mentioned.get(aspect) is False
-        q, target = _noul(rng.choice(COMPLAINT_NOUL[aspect]).format(p=item), holds)
+        q, target = noul_question(rng.choice(COMPLAINT_NOUL[aspect]).format(p=item), holds)
     yield Example(state, q, target, "composed-fact")
 
 
@@ -193,17 +183,17 @@ def product_description(rng: random.Random) -> Iterator[Example]:
     items = CATEGORIES[rng.choice(["kitchen", "electronics", "clothing"])][0]
     item = rng.choice(items)
     facts = rng.sample(DESCRIPTION_FACTS, rng.randint(1, 3))
-    text = " ".join(_sentence(f.format(p=item, n=rng.randint(2, 9), w=rng.randint(120, 900), d=rng.choice(DAYS),
+    text = " ".join(sentence_case(f.format(p=item, n=rng.randint(2, 9), w=rng.randint(120, 900), d=rng.choice(DAYS),
                                        r=rng.choice(RELATIVES),
                                        m="%s-%d" % (rng.choice("ABKXZ"), rng.randint(100, 999)))) + "."
                     for f in facts)
-    state = _render(rng, text, "message")
+    state = render_state(rng, text, "message")
     q, target = sentiment_question(rng, "neutral")
     yield Example(state, q, target, "description-sentiment")
     if rng.random() < 0.3:
-        q, target = _noul(rng.choice(DESCRIPTION_YES).format(p=item), True)
+        q, target = noul_question(rng.choice(DESCRIPTION_YES).format(p=item), True)
     else:
-        q, target = _noul(rng.choice(DESCRIPTION_NO), False)
+        q, target = noul_question(rng.choice(DESCRIPTION_NO), False)
     yield Example(state, q, target, "description-fact")
 
 
@@ -226,9 +216,14 @@ def distinct_message_facts(rng: random.Random) -> Iterator[Example]:
     present = [name for name in V3_FACT_SENTENCES if rng.random() < 0.3]
     sentences = [rng.choice(MESSAGE_BODIES)] + [rng.choice(V3_FACT_SENTENCES[name]) for name in present]
     rng.shuffle(sentences)
-    state = _render(rng, " ".join(p for p in [rng.choice(MESSAGE_OPENINGS)] + sentences if p), "message")
+    state = render_state(rng, " ".join(p for p in [rng.choice(MESSAGE_OPENINGS)] + sentences if p), "message")
     first = rng.choice(present) if present and rng.random() < 0.5 else rng.choice(list(V3_FACT_QUESTIONS))
     second = rng.choice([name for name in V3_FACT_QUESTIONS if name != first])
     for name in (first, second):
-        q, target = _noul(rng.choice(V3_FACT_QUESTIONS[name]), name in present)
+        q, target = noul_question(rng.choice(V3_FACT_QUESTIONS[name]), name in present)
         yield Example(state, q, target, "message-fact")
+
+
+# Version 3: version 2 with composed reviews and product descriptions, and message facts never asked twice.
+DOMAINS = tuple(pair for pair in v2.DOMAINS if pair[0] is not v2.message_facts) + (
+    (distinct_message_facts, 3), (composed_review, 4), (product_description, 1))

@@ -1,9 +1,9 @@
 """The no-head reference for the demo: MiniLM sentence similarity on the hand-written choice questions.
 
-    python scripts/baseline_demo.py                                   # demo/eval_cases.jsonl
-    python scripts/baseline_demo.py --cases demo/eval_cases_fresh.jsonl
-    python scripts/baseline_demo.py --generated 400 --data-version 4   # on the generator's own questions
-    python scripts/baseline_demo.py --cases FILE --artifact DIR          # also a model, and model + similarity
+    python training/scripts/baseline_demo.py                                  # training/cases/train-1.jsonl
+    python training/scripts/baseline_demo.py --cases training/cases/train-2.jsonl
+    python training/scripts/baseline_demo.py --generated 400 --data-version 4  # on the generator's own questions
+    python training/scripts/baseline_demo.py --cases FILE --artifact DIR       # also a model, and model + similarity
 
 Prints top-1 accuracy overall and per domain (choice questions only: similarity has no yes/no
 threshold or ordered scale without fitting one).
@@ -18,11 +18,12 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from laya_artifacts.checkpoints import minilm_dir
-    from laya_artifacts.demo import load_eval_cases
-    from laya_artifacts.demo_baseline import SentenceEncoder, similarity_choices
+    from laya_training.baseline import SentenceEncoder, similarity_choices
+    from laya_training.cases import FIRST_SET, case_file, load_cases
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=Path, default=None, help="JSON-lines cases (default demo/eval_cases.jsonl)")
+    parser.add_argument("--cases", type=Path, default=case_file(FIRST_SET),
+                        help="JSON-lines cases (default training/cases/train-1.jsonl)")
     parser.add_argument("--generated", type=int, metavar="WORLDS",
                         help="instead of the cases: the choice questions of this many generated worlds")
     parser.add_argument("--data-version", type=int, default=4)
@@ -32,12 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beta", type=float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], help="weights of the cosine")
     args = parser.parse_args(argv)
     if args.generated:
-        from laya_artifacts.demo_data import generate
+        from laya_training.data import generate
 
         examples = generate(args.generated, args.seed, args.data_version)
         cases = [as_case(e) for e in examples if e.question["t"] == "choice"]
     else:
-        cases = load_eval_cases(args.cases)
+        cases = load_cases(args.cases)
     encoder = SentenceEncoder(minilm_dir())
     rows = similarity_choices(encoder, cases)
     if not rows:
@@ -49,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print("| %s | %d | %.1f%% |" % (domain, len(hits), 100 * sum(hits) / len(hits)))
     print("| all | %d | %.1f%% |" % (len(rows), 100 * sum(ok for _, ok in rows) / len(rows)))
     if args.artifact:
-        from laya_artifacts.demo_baseline import product_choices
         from laya_serverless import Decider
+        from laya_training.baseline import product_choices
 
         decider = Decider.from_artifact(args.artifact)
         graded = product_choices(encoder, decider.predict, cases, [0.0, *args.beta])

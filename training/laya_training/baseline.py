@@ -70,7 +70,7 @@ def product_choices(encoder: SentenceEncoder, predict: Callable[[Any, dict], dic
                     betas: Sequence[float]) -> dict[float, list[tuple[str, bool]]]:
     """Per beta, (domain, correct) for every choice question when the option with the highest model
     log-probability + beta x cosine wins (beta 0: the model alone). A diagnostic: the served model
-    cannot add the cosine itself (see demo_product)."""
+    cannot add the cosine itself (see laya_training.product)."""
     out: dict[float, list[tuple[str, bool]]] = {beta: [] for beta in betas}
     answers: dict[int, dict] = {}
     for case, name, labels, cos in _choice_cosines(encoder, cases):

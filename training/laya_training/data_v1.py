@@ -1,22 +1,24 @@
-"""The seeded synthetic generator the demo checkpoint's decision head is trained on.
+"""Generator version 1: support tickets, reviews, moderated comments, internal requests, conversations.
 
-Each example is a small "world" drawn first (a ticket's topic, urgency, tone, whether the
-customer wants a refund or threatens to leave; a review's star rating; a comment's moderation
-class; an internal request's department), then rendered as text — plain, JSON or a conversation
-— and asked about with one question whose answer follows from the world. Label names,
-descriptions, scales, instructions and option order are all drawn, so the head has to match
-option text against the state rather than memorise label positions.
-
-Examples are in upstream's internal question form (`{"t", "ins", "crit"}`) with a target
-distribution over the options in `crit` order. Same seed, same examples.
+Each world's text comes from a few stock phrases per class; the label names, descriptions, scales,
+instructions and option order are drawn. Versions 2-5 keep these worlds and add others.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+
+from .examples import (
+    Example,
+    choice_question,
+    noul_question,
+    one_hot,
+    ordinal_target,
+    render_state,
+    restated_question,
+    sentence_case,
+)
 
 # --------------------------------------------------------------------------- support tickets
 
@@ -243,78 +245,6 @@ CONVERSATION_NOUL = ["Was the customer's issue resolved?", "Did the support agen
                      "Is the problem fixed by the end of the chat?"]
 
 
-@dataclass(frozen=True)
-class Example:
-    state: Any
-    question: dict[str, Any]   # upstream's internal form: {"t", "ins", "crit"}
-    target: list[float]        # a distribution over the options, in `crit` order
-    domain: str
-
-
-def _sentence(text: str) -> str:
-    """Upper-case the first letter only (str.capitalize would lower-case "VAT" and "API")."""
-    return text[:1].upper() + text[1:]
-
-
-def one_hot(k: int, i: int) -> list[float]:
-    return [1.0 if j == i else 0.0 for j in range(k)]
-
-
-def ordinal_target(k: int, x: float, spread: float = 0.35) -> list[float]:
-    """Mass on the level nearest `x` (0..1) and a little on its neighbours: within one level counts."""
-    centre = x * (k - 1)
-    weights = [pow(2.718281828, -((j - centre) ** 2) / (2 * spread ** 2)) for j in range(k)]
-    total = sum(weights)
-    return [w / total for w in weights]
-
-
-def _choice_question(rng: random.Random, answer: str, pools: dict[str, list], instructions: list[str],
-                     fallback: list[str] | None = None, k_max: int = 8) -> tuple[dict, int] | None:
-    """A choice over `answer` (or its fallback) plus distractor labels; None if none applies."""
-    candidates = fallback or [answer]
-    others = [name for name in pools if name not in candidates]
-    rng.shuffle(others)
-    chosen = others[: rng.randint(1, min(k_max - 1, len(others)))]
-    # Sometimes the answer's own team is missing and a fallback has to take the ticket.
-    present = [c for c in candidates if c in pools]
-    if len(present) > 1 and rng.random() < 0.35:
-        present = present[1:]
-    chosen.append(present[0])
-    if "other" in pools and "other" not in chosen and rng.random() < 0.5:
-        chosen.append("other")
-    rng.shuffle(chosen)
-    crit: dict[str, Any] = {}
-    described = rng.random() < 0.7
-    for name in chosen:
-        label, desc = rng.choice(pools[name])
-        if label in crit:
-            return None
-        crit[label] = desc if described else None
-    winner = next(c for c in candidates if c in chosen)
-    index = chosen.index(winner)
-    return {"t": "choice", "ins": rng.choice(instructions), "crit": crit}, index
-
-
-def _noul(instruction: str, holds: bool) -> tuple[dict, list[float]]:
-    return {"t": "noul", "ins": instruction, "crit": None}, one_hot(2, int(holds))
-
-
-RESTATEMENTS = ["Is this about %s?", "Is this %s?", "Would you classify this as %s?", "Does this belong to %s?",
-                "Is it a matter of %s?", "Should this be labelled %s?", "%s?"]
-
-
-def _restated(rng: random.Random, state: Any, question: dict[str, Any], index: int, domain: str) -> Example:
-    """A yes/no question that names one option of a choice question (the right one half the time).
-
-    Ties noul to the same option-versus-state matching that choice learns, with as many
-    phrasings as the choice questions have labels and descriptions."""
-    labels = list(question["crit"])
-    picked = index if rng.random() < 0.5 else rng.choice([i for i in range(len(labels)) if i != index] or [index])
-    desc = question["crit"][labels[picked]]
-    named = "%s (%s)" % (labels[picked], desc) if desc and rng.random() < 0.5 else labels[picked]
-    q, target = _noul(rng.choice(RESTATEMENTS) % named, picked == index)
-    return Example(state, q, target, domain + "-restated")
-
 
 def _ticket(rng: random.Random) -> Iterator[Example]:
     topic = rng.choice(list(TOPIC_TEXT))
@@ -325,9 +255,9 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
     order_no = rng.random() < 0.3
     if churn and tone == "positive":
         tone = "negative"
-    parts = [rng.choice(GREETINGS), _sentence(rng.choice(TOPIC_TEXT[topic]))
+    parts = [rng.choice(GREETINGS), sentence_case(rng.choice(TOPIC_TEXT[topic]))
              + (" (order #%d)" % rng.randint(10000, 99999) if order_no else "") + "."]
-    extras = [_sentence(rng.choice(URGENCY_TEXT[urgency])) + ".", rng.choice(TONE_TEXT[tone])]
+    extras = [sentence_case(rng.choice(URGENCY_TEXT[urgency])) + ".", rng.choice(TONE_TEXT[tone])]
     if refund:
         extras.append(rng.choice(REFUND_TEXT))
     extras.append(rng.choice(CHURN_TEXT) if churn else rng.choice(LOYAL_TEXT))
@@ -335,17 +265,17 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
     text = " ".join(p for p in parts + extras if p)
     if rng.random() < 0.3:
         text += " " + rng.choice(NAMES)
-    state = _render(rng, text, "ticket")
+    state = render_state(rng, text, "ticket")
 
     pools = {name: TOPIC_LABELS[name] for name in TOPIC_LABELS}
     if topic in ("feedback",):
         pools.pop("sales") if rng.random() < 0.5 else None
-    made = _choice_question(rng, topic if topic != "feedback" else "other", pools, TOPIC_INSTRUCTIONS,
+    made = choice_question(rng, topic if topic != "feedback" else "other", pools, TOPIC_INSTRUCTIONS,
                             TOPIC_FALLBACK.get(topic))
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "ticket-topic")
-        yield _restated(rng, state, q, index, "ticket-topic")
+        yield restated_question(rng, state, q, index, "ticket-topic")
     scale = rng.choice(URGENCY_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
                   ordinal_target(len(scale), urgency / 3), "ticket-urgency")
@@ -354,12 +284,12 @@ def _ticket(rng: random.Random) -> Iterator[Example]:
     for name in ("billing", "tech", "shipping", "account"):
         facts["topic:" + name] = topic == name
     fact = rng.choice(list(facts))
-    q, target = _noul(rng.choice(TICKET_NOUL[fact]), facts[fact])
+    q, target = noul_question(rng.choice(TICKET_NOUL[fact]), facts[fact])
     yield Example(state, q, target, "ticket-fact")
     if rng.random() < 0.4:
         q, target = sentiment_question(rng, tone)
         yield Example(state, q, target, "ticket-sentiment")
-        yield _restated(rng, state, q, target.index(1.0), "ticket-sentiment")
+        yield restated_question(rng, state, q, target.index(1.0), "ticket-sentiment")
 
 
 def sentiment_question(rng: random.Random, label: str, label_sets: list[dict[str, str]] | None = None,
@@ -379,262 +309,60 @@ def _review(rng: random.Random) -> Iterator[Example]:
     aspects = [a for a in REVIEW_ASPECTS if rng.random() < 0.35]
     sentences = [rng.choice(REVIEW_TEXT[stars]).format(p=product)] + [rng.choice(REVIEW_ASPECTS[a]) for a in aspects]
     rng.shuffle(sentences)
-    state = _render(rng, " ".join(sentences), "review")
+    state = render_state(rng, " ".join(sentences), "review")
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
                   ordinal_target(len(scale), stars / 4), "review-rating")
     fact = rng.choice(list(REVIEW_NOUL))
     holds = stars >= 3 if fact == "recommend" else fact.split(":")[1] in aspects
-    q, target = _noul(rng.choice(REVIEW_NOUL[fact]), holds)
+    q, target = noul_question(rng.choice(REVIEW_NOUL[fact]), holds)
     yield Example(state, q, target, "review-fact")
 
 
 def _comment(rng: random.Random) -> Iterator[Example]:
     kind = rng.choice(list(COMMENT_TEXT))
     text = rng.choice(COMMENT_TEXT[kind]).format(u=rng.choice(URLS))
-    state = _render(rng, text, "comment")
-    made = _choice_question(rng, kind, MODERATION_LABELS, MODERATION_INSTRUCTIONS)
+    state = render_state(rng, text, "comment")
+    made = choice_question(rng, kind, MODERATION_LABELS, MODERATION_INSTRUCTIONS)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "moderation")
-        yield _restated(rng, state, q, index, "moderation")
+        yield restated_question(rng, state, q, index, "moderation")
     fact = rng.choice(list(MODERATION_NOUL))
     holds = kind != "ok" if fact == "remove" else kind == fact
-    q, target = _noul(rng.choice(MODERATION_NOUL[fact]), holds)
+    q, target = noul_question(rng.choice(MODERATION_NOUL[fact]), holds)
     yield Example(state, q, target, "moderation-fact")
 
 
 def _internal(rng: random.Random) -> Iterator[Example]:
     dept = rng.choice(list(DEPARTMENT_TEXT))
-    state = _render(rng, rng.choice(GREETINGS[2:]) + " " + rng.choice(DEPARTMENT_TEXT[dept]), "email")
-    made = _choice_question(rng, dept, DEPARTMENT_LABELS, DEPARTMENT_INSTRUCTIONS)
+    state = render_state(rng, rng.choice(GREETINGS[2:]) + " " + rng.choice(DEPARTMENT_TEXT[dept]), "email")
+    made = choice_question(rng, dept, DEPARTMENT_LABELS, DEPARTMENT_INSTRUCTIONS)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "routing")
-        yield _restated(rng, state, q, index, "routing")
+        yield restated_question(rng, state, q, index, "routing")
     other = rng.choice([d for d in DEPARTMENT_TEXT if d != dept]) if rng.random() < 0.5 else dept
     label = DEPARTMENT_LABELS[other][0][0]
-    q, target = _noul(rng.choice(["Is this a matter for %s?", "Should %s handle this?"]) % label, other == dept)
+    q, target = noul_question(rng.choice(["Is this a matter for %s?", "Should %s handle this?"]) % label, other == dept)
     yield Example(state, q, target, "routing-fact")
 
 
 def _conversation(rng: random.Random) -> Iterator[Example]:
     topic = rng.choice(["billing", "tech", "account", "shipping"])
     resolved = rng.random() < 0.5
-    turns = [{"role": "user", "content": _sentence(rng.choice(TOPIC_TEXT[topic])) + "."},
+    turns = [{"role": "user", "content": sentence_case(rng.choice(TOPIC_TEXT[topic])) + "."},
              {"role": "assistant", "content": rng.choice(AGENT_REPLIES)},
              {"role": "user", "content": rng.choice(RESOLVED_TEXT[0 if resolved else 1])}]
-    q, target = _noul(rng.choice(CONVERSATION_NOUL), resolved)
+    q, target = noul_question(rng.choice(CONVERSATION_NOUL), resolved)
     yield Example(turns, q, target, "conversation-resolved")
-    made = _choice_question(rng, topic, {n: TOPIC_LABELS[n] for n in TOPIC_LABELS}, TOPIC_INSTRUCTIONS,
+    made = choice_question(rng, topic, {n: TOPIC_LABELS[n] for n in TOPIC_LABELS}, TOPIC_INSTRUCTIONS,
                             TOPIC_FALLBACK.get(topic))
     if made:
         q, index = made
         yield Example(turns, q, one_hot(len(q["crit"]), index), "conversation-topic")
-        yield _restated(rng, turns, q, index, "conversation-topic")
+        yield restated_question(rng, turns, q, index, "conversation-topic")
 
-
-# ------------------------------------------------- version 2: severity, ratings, text facts
-# Added after the first stage's learning curve: score and noul barely moved while choice learned.
-# Real tickets carry their urgency in what happened, not in a stock phrase ("no rush", "ASAP"),
-# and yes/no questions ask about many more facts than the few the first version drew.
-
-# (team, problem) by severity: 0 cosmetic or a wish, 1 minor with a workaround, 2 blocks someone's
-# work, 3 an outage, lost money or a security problem for many.
-SEVERITY_ISSUES = [
-    [("tech", "the footer of your homepage has a spelling mistake"),
-     ("tech", "the icons look a little blurry on my new monitor"),
-     ("feedback", "it would be nice to have a keyboard shortcut for search"),
-     ("feedback", "could you add an export to PDF some day"),
-     ("billing", "the help article about invoices links to an old page"),
-     ("tech", "the colour of the save button changed and I liked the old one better"),
-     ("sales", "I'm wondering whether you will ever offer a Linux version"),
-     ("account", "I'd like to change my display name when someone has a moment")],
-    [("tech", "exports are a bit slower than they used to be"),
-     ("tech", "one chart shows yesterday's numbers until I refresh the page"),
-     ("tech", "notifications sometimes arrive a few minutes late"),
-     ("account", "the app logs me out about once a week"),
-     ("billing", "the invoice PDF shows my old street name"),
-     ("shipping", "the tracking page has not updated for a day"),
-     ("tech", "the sidebar covers part of the text on small screens")],
-    [("account", "I can't sign in and I have a client presentation in two hours"),
-     ("tech", "the report export fails and the auditors need it tomorrow morning"),
-     ("tech", "none of my files have synced since yesterday so I can't work from my laptop"),
-     ("billing", "my card is refused and the subscription expires tonight"),
-     ("shipping", "the parts for our event tomorrow have not arrived"),
-     ("account", "my account is locked and I can't do my job today"),
-     ("tech", "the app crashes every time I try to send the weekly payroll")],
-    [("tech", "the whole platform is down for all of our customers"),
-     ("tech", "checkout fails for every single customer and we are losing sales by the minute"),
-     ("account", "someone else has logged into our admin account and changed the passwords"),
-     ("tech", "every order placed since midnight has vanished from the system"),
-     ("tech", "your API returns errors for every request in production"),
-     ("account", "none of our 300 employees can sign in this morning"),
-     ("billing", "you charged all of our 2,000 members twice and they are flooding us with complaints")],
-]
-ESCALATE_NOUL = ["Does this need an immediate response?", "Should this be escalated?",
-                 "Should the on-call engineer be paged?", "Is this an emergency?", "Is this a high-priority ticket?",
-                 "Can this wait until next week?"]   # the last one holds for the calm levels only
-
-MORE_REVIEW_TEXT = [
-    ["Stopped working after three days and the seller never answered.", "Do not buy this {p}, it is junk.",
-     "The {p} fell apart the first time I used it. Returned it.", "One star is too many for this {p}."],
-    ["The {p} works, barely, and it feels like it will break soon.", "I expected much more from this {p}.",
-     "Too many flaws: the {p} is noisy and awkward to use."],
-    ["The {p} does what it says, no more, no less.", "Some things I like about the {p}, some I don't.",
-     "An ordinary {p}. Fine for the price."],
-    ["Really nice {p}, only the instructions could be clearer.", "Happy with the {p}, would recommend it.",
-     "The {p} works well and looks good; a small scratch on arrival."],
-    ["I adore this {p}, it is perfect in every way.", "Could not be happier with the {p}.",
-     "This {p} is brilliant, I already ordered a second one."],
-]
-
-MESSAGE_OPENINGS = ["Hi,", "Hello,", "", "Good afternoon,", "Dear team,"]
-MESSAGE_BODIES = ["I am writing about my recent order.", "I have a note about our account.",
-                  "This is about the service last week.", "Following up on my previous email.",
-                  "Quick message about the booking."]
-FACT_SENTENCES = {
-    "date": ["Can we meet on Thursday at 3 pm?", "The delivery is planned for 12 March.",
-             "I'll be in the office next Monday morning.", "The deadline is Friday at noon."],
-    "amount": ["I paid 89.50 euros for it.", "The total came to $240.", "You took 15 pounds too much.",
-               "The quote said 1,200 dollars."],
-    "question": ["Could you tell me what happens next?", "Is there anything else you need from me?",
-                 "Why did nobody call me back?", "Do you ship to Norway?"],
-    "order_number": ["My order number is A-48213.", "Reference: #551902.", "Tracking code ZX-2231-77.",
-                     "It's order 7730194."],
-    "return": ["I would like to send it back.", "How do I return the item?", "I want to exchange it for another size.",
-               "Please arrange a pickup so I can return it."],
-    "complaint": ["I'm not happy with how this was handled.", "This is not the service I paid for.",
-                  "Frankly the whole experience was a disappointment.", "I want to make a formal complaint."],
-    "thanks": ["Thank you for your help!", "Many thanks to your colleague.", "I really appreciate it.",
-               "Thanks a lot for the quick reply."],
-}
-FACT_QUESTIONS = {
-    "date": ["Does the message mention a date or time?", "Is a day or time given?", "Is there a deadline or date?"],
-    "amount": ["Does the message mention an amount of money?", "Is a price or sum stated?"],
-    "question": ["Is the writer asking a question?", "Does the message contain a question?"],
-    "order_number": ["Does the message include an order or tracking number?", "Is a reference number given?"],
-    "return": ["Does the customer want to return the item?", "Is a return or exchange requested?"],
-    "complaint": ["Is this a complaint?", "Is the writer complaining?"],
-    "thanks": ["Is the writer thanking someone?", "Does the message express gratitude?"],
-}
-
-
-def _severity_ticket(rng: random.Random) -> Iterator[Example]:
-    """A ticket whose urgency follows from what happened; a stock urgency phrase only sometimes."""
-    level = rng.randint(0, 3)
-    topic, problem = rng.choice(SEVERITY_ISSUES[level])
-    parts = [rng.choice(GREETINGS), _sentence(problem) + "."]
-    if rng.random() < 0.3:
-        parts.append(_sentence(rng.choice(URGENCY_TEXT[level])) + ".")
-    if rng.random() < 0.3:
-        parts.append(rng.choice(TONE_TEXT["negative" if level >= 2 else "neutral"]))
-    state = _render(rng, " ".join(p for p in parts if p), "ticket")
-    scale = rng.choice(URGENCY_SCALES)
-    yield Example(state, {"t": "score", "ins": rng.choice(URGENCY_INSTRUCTIONS), "crit": list(scale)},
-                  ordinal_target(len(scale), level / 3), "severity-urgency")
-    instruction = rng.choice(ESCALATE_NOUL)
-    holds = level <= 1 if instruction.startswith("Can this wait") else level >= 2
-    q, target = _noul(instruction, holds)
-    yield Example(state, q, target, "severity-fact")
-    made = _choice_question(rng, topic if topic != "feedback" else "other", dict(TOPIC_LABELS), TOPIC_INSTRUCTIONS,
-                            TOPIC_FALLBACK.get(topic))
-    if made and rng.random() < 0.5:
-        q, index = made
-        yield Example(state, q, one_hot(len(q["crit"]), index), "severity-topic")
-
-
-def _rated_review(rng: random.Random) -> Iterator[Example]:
-    """A review in the second phrase pool, rated on a drawn scale, with a recommend/positive fact."""
-    stars = rng.randint(0, 4)
-    product = rng.choice(PRODUCTS)
-    sentences = [rng.choice(MORE_REVIEW_TEXT[stars]).format(p=product)]
-    if rng.random() < 0.5:
-        aspect = rng.choice(list(REVIEW_ASPECTS))
-        sentences.append(rng.choice(REVIEW_ASPECTS[aspect]))
-    rng.shuffle(sentences)
-    state = _render(rng, " ".join(sentences), "review")
-    scale = rng.choice(RATING_SCALES)
-    yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
-                  ordinal_target(len(scale), stars / 4), "review-rating")
-    positive = rng.random() < 0.5
-    instruction = rng.choice(["Is the review positive?", "Is the reviewer satisfied?", "Did they like it?"] if positive
-                             else ["Is the review negative?", "Is the reviewer disappointed?", "Did they dislike it?"])
-    if stars != 2:
-        q, target = _noul(instruction, (stars >= 3) == positive)
-        yield Example(state, q, target, "review-fact")
-
-
-def _message_facts(rng: random.Random) -> Iterator[Example]:
-    """A short message with a few drawn facts in it, asked whether one of them (or another) holds."""
-    present = [name for name in FACT_SENTENCES if rng.random() < 0.35]
-    sentences = [rng.choice(MESSAGE_BODIES)] + [rng.choice(FACT_SENTENCES[name]) for name in present]
-    rng.shuffle(sentences)
-    state = _render(rng, " ".join(p for p in [rng.choice(MESSAGE_OPENINGS)] + sentences if p), "message")
-    asked = rng.sample(list(FACT_QUESTIONS), 2)
-    if present and rng.random() < 0.5:
-        asked[0] = rng.choice(present)
-    for name in asked:
-        q, target = _noul(rng.choice(FACT_QUESTIONS[name]), name in present)
-        yield Example(state, q, target, "message-fact")
-
-
-def _render(rng: random.Random, text: str, kind: str) -> Any:
-    """Plain text most of the time; sometimes a JSON record carrying the text and a few fields."""
-    roll = rng.random()
-    if roll < 0.6:
-        return text
-    if roll < 0.9:
-        record: dict[str, Any] = {kind: text}
-        if rng.random() < 0.5:
-            record["customer_id"] = rng.randint(1000, 9999)
-        if rng.random() < 0.4:
-            record["channel"] = rng.choice(["email", "chat", "web form", "phone transcript"])
-        return record
-    return text
 
 
 DOMAINS = ((_ticket, 5), (_review, 2), (_comment, 2), (_internal, 2), (_conversation, 2))
-# Version 2 keeps every version-1 world and adds severity tickets, more reviews and text facts.
-DOMAINS_V2 = DOMAINS + ((_severity_ticket, 4), (_rated_review, 2), (_message_facts, 3))
-KNOWN_VERSIONS = (1, 2, 3, 4, 5)
-
-
-def domains(version: int) -> tuple:
-    """The (maker, weight) pairs of a generator version."""
-    if version not in KNOWN_VERSIONS:
-        raise ValueError("unknown generator version %r; known: %s" % (version, list(KNOWN_VERSIONS)))
-    if version == 1:
-        return DOMAINS
-    if version == 2:
-        return DOMAINS_V2
-    # Imported here: version 3's module builds on this one's pools and helpers.
-    from . import demo_data_v3 as v3
-
-    # Version 3: version 2 with composed reviews and product descriptions, and message facts never asked twice.
-    kept = tuple(pair for pair in DOMAINS_V2 if pair[0] is not _message_facts)
-    v3_domains = kept + ((v3.distinct_message_facts, 3), (v3.composed_review, 4), (v3.product_description, 1))
-    if version == 3:
-        return v3_domains
-    from . import demo_data_v4 as v4
-
-    # Version 4: version 3 with wide-vocabulary workplace requests, customer messages and forum comments.
-    v4_domains = v3_domains + ((v4.workplace_request, 5), (v4.customer_message, 5), (v4.forum_comment, 2))
-    if version == 4:
-        return v4_domains
-    from . import demo_data_v5 as v5
-
-    # Version 5: version 4 with rated visits to places and services, moderated comments of four kinds and
-    # internal requests over a second subject pool.
-    return v4_domains + ((v5.rated_experience, 4), (v5.moderated_comment, 3), (v5.workplace_request_wide, 3))
-
-
-def generate(n_worlds: int, seed: int, version: int = 1) -> list[Example]:
-    """Examples from `n_worlds` drawn worlds (1-4 questions each); deterministic in `seed` and `version`."""
-    pairs = domains(version)
-    rng = random.Random(seed)
-    makers = [maker for maker, weight in pairs for _ in range(weight)]
-    examples: list[Example] = []
-    for _ in range(n_worlds):
-        examples.extend(rng.choice(makers)(rng))
-    return examples

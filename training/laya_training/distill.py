@@ -1,6 +1,6 @@
 """Choice questions labelled by the pretrained encoder itself, over the words of its own vocabulary.
 
-Measured (`scripts/baseline_demo.py`): MiniLM's sentence embeddings alone, comparing a state with
+Measured (`training/scripts/baseline_demo.py`): MiniLM's sentence embeddings alone, comparing a state with
 each option's "label: description", pick the expected option of 82-83% of the hand-written choice
 questions; the head trained on the generator's worlds picks 57-67%. The head learns the
 generator's few phrasings per label instead of what the words mean, and the generator cannot
@@ -24,8 +24,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .demo_baseline import SentenceEncoder, option_text
-from .demo_data import Example
+from .baseline import SentenceEncoder, option_text
+from .examples import Example
 
 # Labels a question may offer, with a description: teams, departments, topics, intents, moods.
 LABEL_INVENTORY: list[tuple[str, str | None]] = [

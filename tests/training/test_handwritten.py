@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts.demo_data import Example
-from laya_artifacts.demo_handwritten import hand_written_examples
+from laya_training.examples import Example
+from laya_training.handwritten import hand_written_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,22 +45,23 @@ def test_no_repeats_is_refused():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--hand-written", "demo/no_such_set.jsonl"], "not a file relative to the repository root"),
-    (["--hand-written", "demo/eval_cases.jsonl", "--check-cases", "demo/eval_cases.jsonl"], "must not be trained on"),
-    (["--hand-written", "demo/eval_cases.jsonl", "--check-cases", "./demo/../demo/eval_cases.jsonl"],
+    (["--hand-written", "training/cases/no_such_set.jsonl"], "not a file relative to the repository root"),
+    (["--hand-written", "training/cases/train-1.jsonl", "--check-cases", "training/cases/train-1.jsonl"],
      "must not be trained on"),
-    (["--hand-written", "demo/eval_cases.jsonl", "--hand-written-repeats", "0"], "must be at least 1"),
+    (["--hand-written", "training/cases/train-1.jsonl", "--check-cases", "./training/../training/cases/train-1.jsonl"],
+     "must not be trained on"),
+    (["--hand-written", "training/cases/train-1.jsonl", "--hand-written-repeats", "0"], "must be at least 1"),
     (["--wide-label-questions", "10", "--wide-label-source", "hand-written"], "give at least one"),
 ])
 def test_the_script_refuses_missing_sets_and_checking_on_what_it_trains_on(args, message, capsys):
-    script = runpy.run_path(str(ROOT / "scripts" / "train_demo.py"))
+    script = runpy.run_path(str(ROOT / "training" / "scripts" / "train_demo.py"))
     with pytest.raises(SystemExit) as exit_:
         script["main"](args + ["--out", "/nonexistent/never-written"])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_case_labels_lists_every_choice_label_once_with_its_first_description():
-    from laya_artifacts.demo_handwritten import case_labels
+    from laya_training.handwritten import case_labels
 
     team = {"type": "choice", "instructions": "Team?", "criteria": {"billing": "money", "tech": None}}
     again = {"type": "choice", "instructions": "Team?", "criteria": {"tech": "bugs", "sales": "deals"}}

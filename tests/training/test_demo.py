@@ -1,19 +1,21 @@
-"""The demo checkpoint: generator, training pieces (a few real steps), assembly from the shipped head."""
+"""The demo head's training: generator, training pieces (a few real steps), a trained stage assembled."""
 
 from __future__ import annotations
 
 import json
 import re
 import runpy
-import shutil
 from dataclasses import replace
 
 import pytest
 
-from laya_artifacts import demo, demo_data
-from laya_artifacts import demo_distill as dd
-from laya_artifacts import demo_train as dt
-from laya_artifacts.demo_data import generate
+from laya_artifacts import demo
+from laya_training import data_v1
+from laya_training import distill as dd
+from laya_training import train as dt
+from laya_training.cases import TRAINING_DIR, case_file, eval_examples, load_cases
+from laya_training.data import generate
+from laya_training.stage import train_demo
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +68,7 @@ def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_th
             (_, rating), (mood_q, mood) = asked["composed-rating"], asked["composed-sentiment"]
             level = sum(j * p for j, p in enumerate(rating)) / (len(rating) - 1)   # expected level: 0 worst .. 1 best
             label = list(mood_q["crit"])[mood.index(1.0)]
-            names = next(n for n in demo_data.SENTIMENT_LABELS if set(n.values()) == set(mood_q["crit"]))
+            names = next(n for n in data_v1.SENTIMENT_LABELS if set(n.values()) == set(mood_q["crit"]))
             expected = "positive" if level > 0.6 else "negative" if level < 0.4 else "neutral"
             assert label == names[expected]
             checked += 1
@@ -74,7 +76,7 @@ def test_version_three_asks_each_message_fact_once_and_its_reviews_agree_with_th
 
 
 def test_version_four_answers_follow_from_the_subject_and_the_wishes_in_the_text():
-    from laya_artifacts import demo_data_v4 as v4
+    from laya_training import data_v4 as v4
 
     checked = {"workplace": 0, "customer-wish": 0}
     for e in generate(1500, 5, 4):
@@ -94,8 +96,8 @@ def test_version_four_answers_follow_from_the_subject_and_the_wishes_in_the_text
 
 
 def test_version_five_answers_follow_from_what_went_well_and_what_the_comment_is():
-    from laya_artifacts import demo_data_v4 as v4
-    from laya_artifacts import demo_data_v5 as v5
+    from laya_training import data_v4 as v4
+    from laya_training import data_v5 as v5
 
     def clause_polarities(text: str) -> list[bool]:
         lowered = text.lower()
@@ -135,7 +137,7 @@ def test_no_hand_written_case_comes_from_the_generator():
     stages = [(4000, 0, 1), (4500, 1, 2), (4500, 2, 2), (4500, 3, 2), (4500, 4, 3), (4500, 5, 3), (4500, 6, 3),
               (4500, 7, 4), (4500, 8, 4), (4500, 9, 4), (1500, 14, 4)]
     # (worlds, seed, generator version) of stages 1-10 and of stage 14 (next to hand-written sets A-D)
-    last = json.loads((demo.DEMO_DIR / demo.CONFIG_FILE).read_text())["recipe"]
+    last = json.loads((demo.MODEL_DIR / demo.CONFIG_FILE).read_text())["recipe"]
     assert (last["n_worlds"], last["seed"], last["data_version"]) == stages[-1]
     assert (dt.TrainSettings().n_worlds, dt.TrainSettings().seed, dt.TrainSettings().data_version) == stages[0]
     examples = [e for worlds, seed, version in stages for e in generate(worlds, seed, version)]
@@ -144,15 +146,15 @@ def test_no_hand_written_case_comes_from_the_generator():
     examples += generate(1500, 15, 4)   # as the stage-15 candidates drew them
     generated = {json.dumps(e.state, sort_keys=True) for e in examples}
     texts = {json.dumps(e.state) for e in examples}
-    cases = demo.load_eval_cases()
+    cases = load_cases(case_file("train-1"))   # the first set (A)
     assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_fresh.jsonl")   # the second set
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_holdout.jsonl")   # the third
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_extra.jsonl")   # the fourth
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_judge.jsonl")   # the fifth
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_final.jsonl")   # the sixth
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_g.jsonl")   # the seventh
-    cases += demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_h.jsonl")   # the eighth
+    cases += load_cases(case_file("train-2"))   # the second (B)
+    cases += load_cases(case_file("train-3"))   # the third (C)
+    cases += load_cases(case_file("train-4"))   # the fourth (D)
+    cases += load_cases(case_file("dev-1"))   # the fifth (E)
+    cases += load_cases(case_file("dev-2"))   # the sixth (F)
+    cases += load_cases(case_file("test-1"))   # the seventh (G)
+    cases += load_cases(case_file("test-2"))   # the eighth (H)
     for case in cases:
         assert json.dumps(case["state"], sort_keys=True) not in generated
         body = case["state"] if isinstance(case["state"], str) else json.dumps(case["state"])
@@ -169,18 +171,17 @@ def test_no_hand_written_case_comes_from_the_generator():
             assert not any(all(p == "{w}" or p == w for p, w in zip(window, run, strict=True)) for run in case_runs)
 
 
-SETS_IN_ORDER = ["eval_cases", "eval_cases_fresh", "eval_cases_holdout", "eval_cases_extra", "eval_cases_judge",
-                 "eval_cases_final", "eval_cases_g", "eval_cases_h"]
+SETS_IN_ORDER = ["train-1", "train-2", "train-3", "train-4", "dev-1", "dev-2", "test-1", "test-2"]   # A..H, as written
 
 
-@pytest.mark.parametrize("name", ["eval_cases_g", "eval_cases_h"])
+@pytest.mark.parametrize("name", ["test-1", "test-2"])
 def test_a_set_written_to_judge_a_stage_trained_on_earlier_sets_repeats_none_of_their_wording(name):
-    """Stages 14 and 15 train on hand-written sets, so the sets that judge them (G, H) must not repeat
-    a six-word run of any set written before them."""
+    """Stages 14 and 15 train on hand-written sets, so the sets that judge them (test-1, test-2: G, H) must
+    not repeat a six-word run of any set written before them."""
     earlier = SETS_IN_ORDER[: SETS_IN_ORDER.index(name)]
-    earlier_runs = {run for other in earlier for case in demo.load_eval_cases(demo.DEMO_DIR / (other + ".jsonl"))
+    earlier_runs = {run for other in earlier for case in load_cases(case_file(other))
                     for text in _texts(case["state"]) for run in _word_runs(text)}
-    cases = demo.load_eval_cases(demo.DEMO_DIR / (name + ".jsonl"))
+    cases = load_cases(case_file(name))
     assert len(cases) >= 60 and sum(len(c["questions"]) for c in cases) >= 100
     for case in cases:
         runs = {run for text in _texts(case["state"]) for run in _word_runs(text)}
@@ -188,7 +189,7 @@ def test_a_set_written_to_judge_a_stage_trained_on_earlier_sets_repeats_none_of_
 
 
 def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
-    from laya_artifacts.demo_baseline import SentenceEncoder, product_choices, similarity_choices
+    from laya_training.baseline import SentenceEncoder, product_choices, similarity_choices
 
     routing = {"type": "choice", "instructions": "Route this.",
                "criteria": {"catering": "food and drinks", "it helpdesk": "computers and software"}}
@@ -213,7 +214,7 @@ def test_the_similarity_baseline_picks_the_option_closest_in_meaning():
 
 
 def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():
-    from laya_artifacts.demo_baseline import SentenceEncoder, option_text
+    from laya_training.baseline import SentenceEncoder, option_text
 
     teacher = SentenceEncoder(demo.minilm_dir())
     words = ["harmonica", "steak", "invoice", "laptop", "sofa", "derek", "thereby", "lawsuit", "puppy", "tuesday"]
@@ -235,9 +236,9 @@ def test_teacher_questions_keep_only_words_the_teacher_is_sure_of():
 
 
 def test_the_product_of_head_and_teacher_decides_where_the_head_is_unsure():
-    from laya_artifacts.demo_baseline import SentenceEncoder
-    from laya_artifacts.demo_data import Example
-    from laya_artifacts.demo_product import product_targets, teacher_cosines, wide_label_questions
+    from laya_training.baseline import SentenceEncoder
+    from laya_training.examples import Example
+    from laya_training.product import product_targets, teacher_cosines, wide_label_questions
 
     teacher = SentenceEncoder(demo.minilm_dir())
     routing = {"t": "choice", "ins": "Route this.",
@@ -266,9 +267,9 @@ def test_the_product_of_head_and_teacher_decides_where_the_head_is_unsure():
 
 
 def test_wide_label_questions_go_round_the_texts_and_offer_the_teachers_best_label():
-    from laya_artifacts.demo_baseline import SentenceEncoder
-    from laya_artifacts.demo_data import Example
-    from laya_artifacts.demo_product import wide_label_questions
+    from laya_training.baseline import SentenceEncoder
+    from laya_training.examples import Example
+    from laya_training.product import wide_label_questions
 
     inventory = [("plumbing", "leaks, pipes, water"), ("catering", "food and drinks"), ("it helpdesk", None),
                  ("gardening", "plants, lawns, trees")]
@@ -285,7 +286,7 @@ def test_wide_label_questions_go_round_the_texts_and_offer_the_teachers_best_lab
 def test_the_product_needs_a_finished_stage_to_start_from(tmp_path):
     settings = replace(dt.TrainSettings(), n_worlds=4, val_worlds=4, epochs=1, product_weight=0.5)
     with pytest.raises(ValueError, match="resume_from"):
-        demo.train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
+        train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
 
 
 def _texts(state):
@@ -308,7 +309,7 @@ def _word_runs(text, n=6):
 def tok_and_model():
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(demo.minilm_dir()), demo._model(2)
+    return AutoTokenizer.from_pretrained(demo.minilm_dir()), demo.build_model(2)
 
 
 @pytest.mark.parametrize("train_layers", [0, 2])
@@ -365,7 +366,7 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     import laya
 
     settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2)
-    meta = demo.train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
+    meta = train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
     curve = json.loads((tmp_path / "demo" / "learning_curve.json").read_text())   # one list per stage
     [stage] = curve
     assert [row["epoch"] for row in stage] == [0, 1] and stage[1]["train_loss"] > 0
@@ -373,21 +374,21 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
     assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])
     # The second stage through the script, as the README's stage table runs it.
-    script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "train_demo.py"))
+    script = runpy.run_path(str(TRAINING_DIR / "scripts" / "train_demo.py"))
     assert script["main"](["--resume-from", str(tmp_path / "demo"), "--seed", "1", "--worlds", "12", "--epochs", "1",
                            "--warmup", "2", "--data-version", "4", "--type-weights", "1", "3", "2",
                            "--binding-weight", "0", "--teacher-questions", "20", "--product-weight", "0.5",
-                           "--wide-label-questions", "10", "--hand-written", "demo/eval_cases_fresh.jsonl",
-                           "--hand-written-repeats", "2", "--check-cases", "demo/eval_cases_holdout.jsonl",
+                           "--wide-label-questions", "10", "--hand-written", "training/cases/train-2.jsonl",
+                           "--hand-written-repeats", "2", "--check-cases", "training/cases/train-3.jsonl",
                            "--out", str(tmp_path / "stage2")]) == 0
     second = json.loads((tmp_path / "stage2" / demo.CONFIG_FILE).read_text())
     assert second["recipe"]["binding_weight"] == 0.0 and second["recipe"]["data_version"] == 4
     assert second["recipe"]["teacher_questions"] == 20 and second["recipe"]["product_weight"] == 0.5
     assert second["recipe"]["wide_label_questions"] == 10 and second["recipe"]["product_beta"] == 20.0
-    assert second["recipe"]["hand_written"] == ["demo/eval_cases_fresh.jsonl"]
+    assert second["recipe"]["hand_written"] == ["training/cases/train-2.jsonl"]
     assert second["recipe"]["hand_written_repeats"] == 2
-    assert second["recipe"]["check_cases"] == ["demo/eval_cases_holdout.jsonl"]
-    fresh = demo.eval_examples(demo.load_eval_cases(demo.DEMO_DIR / "eval_cases_fresh.jsonl"))
+    assert second["recipe"]["check_cases"] == ["training/cases/train-3.jsonl"]
+    fresh = eval_examples(load_cases(case_file("train-2")))
     assert second["train_sequences"] >= 2 * len(fresh)
     assert second["resumed_from_head_sha256"] == meta["head_sha256"]
     stages = json.loads((tmp_path / "stage2" / "learning_curve.json").read_text())
@@ -399,35 +400,19 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     assert 0.0 <= answer["answers"]["t"]["noul"] <= 1.0
 
 
-def test_assembly_refuses_a_tampered_head_or_a_different_encoder(tmp_path, monkeypatch):
-    shipped = tmp_path / "demo"
-    shutil.copytree(demo.DEMO_DIR, shipped)
-    head = shipped / demo.HEAD_FILE
-    head.write_bytes(head.read_bytes()[:-1] + bytes([head.read_bytes()[-1] ^ 1]))
-    with pytest.raises(demo.DemoError, match="does not match the sha256"):
-        demo.assemble_demo(tmp_path / "out", shipped)
-    shutil.copy(demo.DEMO_DIR / demo.HEAD_FILE, head)
-    other = tmp_path / "other.safetensors"
-    other.write_bytes(b"not the MiniLM weights")
-    monkeypatch.setattr(demo, "encoder_weights", lambda: other)
-    with pytest.raises(demo.DemoError, match="not the one the demo head was trained on"):
-        demo.assemble_demo(tmp_path / "out", shipped)
-    assert not (tmp_path / "out").exists()
-
-
-def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_missing_one(tiny_int8, tmp_path,
+def test_eval_demo_pools_case_files_defaults_to_the_judging_sets_and_refuses_a_missing_one(tiny_fp32, tmp_path,
                                                                                            capsys):
-    script = runpy.run_path(str(demo.DEMO_DIR.parent / "scripts" / "eval_demo.py"))
-    assert [p.name for p in script["DEFAULT_CASES"]] == ["eval_cases_g.jsonl", "eval_cases_h.jsonl"]
-    lines = (demo.DEMO_DIR / "eval_cases_h.jsonl").read_text().splitlines()
+    script = runpy.run_path(str(TRAINING_DIR / "scripts" / "eval_demo.py"))
+    assert [p.name for p in script["DEFAULT_CASES"]] == ["test-1.jsonl", "test-2.jsonl"]
+    lines = case_file("test-2").read_text().splitlines()
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     first.write_text("\n".join(lines[:3]) + "\n")
     second.write_text("\n".join(lines[3:5]) + "\n")
     questions = sum(len(json.loads(line)["questions"]) for line in lines[:5])
     out = tmp_path / "summary.json"
-    assert script["main"](["--artifact", str(tiny_int8), "--cases", str(first), str(second), "--json", str(out)]) == 0
+    assert script["main"](["--artifact", str(tiny_fp32), "--cases", str(first), str(second), "--json", str(out)]) == 0
     assert "# 5 hand-written cases, %d questions (first.jsonl, second.jsonl)" % questions in capsys.readouterr().out
     assert json.loads(out.read_text())["summary"]["all"]["n"] == questions
     with pytest.raises(SystemExit):
-        script["main"](["--artifact", str(tiny_int8), "--cases", str(tmp_path / "absent.jsonl")])
+        script["main"](["--artifact", str(tiny_fp32), "--cases", str(tmp_path / "absent.jsonl")])
     assert "no such case file" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """Hand-written cases as training data (stage 14): real, varied text next to the generated worlds.
 
 Past stage 10, more generated text raised synthetic accuracy and not the hand-written sets', and
-the gap grew with how far a set's wording was from the generator's (README, "What limits it").
+the gap grew with how far a set's wording was from the generator's (training/STAGES.md).
 The six sets written to judge earlier stages are the only text here that no template produced, so
 a stage may train on some of them and be judged on a set it never saw.
 
@@ -17,7 +17,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from .demo_data import Example, ordinal_target
+from .examples import Example, ordinal_target
 
 
 def shuffled_choice(example: Example, rng: random.Random) -> Example:

@@ -1,8 +1,8 @@
 """Choice targets from the product of two experts: the head of a finished stage and the pretrained encoder.
 
 Measured on the shipped stage-10 head (served fp32, all four hand-written sets): the head and
-MiniLM's sentence similarity miss different choice questions (on sets C+D: 15 the head misses and
-similarity gets, 18 the other way round). Adding `beta` x cosine(state, option) to the head's
+MiniLM's sentence similarity miss different choice questions (on train-3 + train-4, sets C+D: 15 the
+head misses and similarity gets, 18 the other way round). Adding `beta` x cosine(state, option) to the head's
 log-probabilities picks the expected option far more often than either alone (C+D: 73.6% head,
 70.1% similarity, 86.2% with beta 20; every set improves for beta 5-40).
 
@@ -11,7 +11,7 @@ distilled instead: a later stage trains on choice targets that mix the generator
 this product, and on wide-label questions about the generator's own texts (labels from the
 distillation inventory) that only the product labels. The teacher is the unmodified PyPI encoder.
 
-Outcome (stage 12, README): it did not carry over to the hand-written sets. On generated text the
+Outcome (stage 12, training/STAGES.md): it did not carry over to the hand-written sets. On generated text the
 head is already sure and right, so the product mostly echoes it; the gain needs the teacher to read
 the unseen text at answer time. Kept so the experiment reproduces; no shipped stage uses it.
 """
@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from .demo_baseline import SentenceEncoder, option_text, state_text
-from .demo_data import Example
-from .demo_distill import INSTRUCTIONS, LABEL_INVENTORY
+from .baseline import SentenceEncoder, option_text, state_text
+from .distill import INSTRUCTIONS, LABEL_INVENTORY
+from .examples import Example
 
 
 def teacher_cosines(teacher: SentenceEncoder, examples: Sequence[Example],
@@ -34,15 +35,15 @@ def teacher_cosines(teacher: SentenceEncoder, examples: Sequence[Example],
     None for other question types."""
     choice = [i for i, e in enumerate(examples) if e.question["t"] == "choice"]
     options = sorted({option_text(label, desc) for i in choice for label, desc in examples[i].question["crit"].items()})
-    option_vectors = {}
+    option_vectors: dict[str, Any] = {}
     for start in range(0, len(options), batch_size):
         chunk = options[start:start + batch_size]
         option_vectors.update(zip(chunk, teacher.embed(chunk), strict=True))
     out: list[list[float] | None] = [None] * len(examples)
     for start in range(0, len(choice), batch_size):
-        chunk = choice[start:start + batch_size]
-        states = teacher.embed([state_text(examples[i].state) for i in chunk])
-        for i, vec in zip(chunk, states, strict=True):
+        rows = choice[start:start + batch_size]
+        states = teacher.embed([state_text(examples[i].state) for i in rows])
+        for i, vec in zip(rows, states, strict=True):
             crit = examples[i].question["crit"]
             out[i] = [float(option_vectors[option_text(label, desc)] @ vec) for label, desc in crit.items()]
     return out

@@ -1,12 +1,13 @@
-"""Evaluate the demo model on hand-written cases (never generated); by default sets G and H.
+"""Evaluate the demo model on hand-written cases (never generated); by default the test sets test-1 and test-2.
 
-The shipped head trained on sets A-D and was chosen on E and F, so only G and H, written before its
-result and read once, measure it honestly; `--cases` takes any set (or several, pooled).
+The shipped head trained on train-1..train-4 (sets A-D) and was chosen on dev-1 and dev-2 (E, F), so only
+test-1 and test-2 (G, H), written before its result and read once, measure it honestly; `--cases` takes any
+set (or several, pooled).
 
-    python scripts/eval_demo.py                       # what the quickstart serves: demo/cpu-int8 from .laya-store
-    python scripts/eval_demo.py --artifact DIR        # any built artifact (verified before use)
-    python scripts/eval_demo.py --checkpoint DIR      # upstream laya.Agent (PyTorch FP32) on a checkpoint
-    python scripts/eval_demo.py --cases demo/eval_cases_judge.jsonl demo/eval_cases_final.jsonl   # pooled
+    python training/scripts/eval_demo.py                  # what the quickstart serves: demo/cpu-int8 from .laya-store
+    python training/scripts/eval_demo.py --artifact DIR   # any built artifact (verified before use)
+    python training/scripts/eval_demo.py --checkpoint DIR # upstream laya.Agent (PyTorch FP32) on a checkpoint
+    python training/scripts/eval_demo.py --cases training/cases/dev-1.jsonl training/cases/dev-2.jsonl   # pooled
 
 Prints a Markdown table (accuracy, top-1, confidence, ECE per type; accuracy per domain) and, with
 --json, writes the graded rows' summary there.
@@ -19,13 +20,16 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CASES = (ROOT / "demo" / "eval_cases_g.jsonl", ROOT / "demo" / "eval_cases_h.jsonl")
+from laya_training.cases import case_file
+
+ROOT = Path(__file__).resolve().parents[2]   # the repository root (.laya-store, .cache)
+DEFAULT_CASES = (case_file("test-1"), case_file("test-2"))   # the held-out test sets (G, H)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from laya_artifacts.demo import DEMO_NAME, load_eval_cases
-    from laya_artifacts.demo_eval import grade_cases, summary, table
+    from laya_artifacts.demo import DEMO_NAME
+    from laya_training.cases import load_cases
+    from laya_training.eval import grade_cases, summary, table
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     source = parser.add_mutually_exclusive_group()
@@ -34,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=ROOT / ".laya-store", help="local store (default .laya-store)")
     parser.add_argument("--target", default="cpu-int8")
     parser.add_argument("--cases", type=Path, nargs="+", default=list(DEFAULT_CASES),
-                        help="JSON-lines case files, pooled (default: sets G and H)")
+                        help="JSON-lines case files, pooled (default: the test sets test-1 and test-2)")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")
     args = parser.parse_args(argv)
 
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(path) for path in args.cases if not path.is_file()]
     if missing:
         parser.error("no such case file: %s" % ", ".join(missing))
-    cases = [case for path in args.cases for case in load_eval_cases(path)]
+    cases = [case for path in args.cases for case in load_cases(path)]
     graded = grade_cases(predict, cases)
     print("# %d hand-written cases, %d questions (%s) — %s\n"
           % (len(cases), len(graded), ", ".join(path.name for path in args.cases), what))

@@ -1,6 +1,6 @@
 """Training the demo checkpoint's decision head on a frozen, pretrained MiniLM encoder.
 
-Why this recipe (measured; see ``demo/training_report.md``):
+Why this recipe (measured; see ``training/training_report.md``):
 
 - The encoder stays frozen, so its output for every training sequence is computed once and
   cached. An epoch then costs only the small head, and tens of epochs fit in minutes on two
@@ -22,13 +22,13 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
-from .demo_data import Example
+from .examples import Example
 
 QTYPE_INDEX = {"choice": 0, "score": 1, "noul": 2}
 
@@ -49,23 +49,23 @@ class TrainSettings:
     train_layers: int = 2
     encoder_lr_factor: float = 0.3
     binding_weight: float = 1.0
-    data_version: int = 1              # the generator version (demo_data.domains)
+    data_version: int = 1              # the generator version (data.domains)
     # Decision-loss weight per question type (choice, score, noul): a later stage can lean on the
     # types that lag once choice has learned.
     type_weights: tuple[float, float, float] = (1.0, 1.0, 1.0)
     resume_from: str | None = None    # a previous run's output folder: continue from its weights
     # Extra choice questions about single vocabulary words, labelled by the pretrained encoder's own
-    # sentence similarity (demo_distill); 0: none.
+    # sentence similarity (distill); 0: none.
     teacher_questions: int = 0
-    # Distilling the product of the resumed head and the teacher (demo_product); 0: plain targets.
+    # Distilling the product of the resumed head and the teacher (product); 0: plain targets.
     # Choice targets become (1 - product_weight) x target + product_weight x product.
     product_weight: float = 0.0
     product_beta: float = 20.0
     wide_label_questions: int = 0     # extra teacher-labelled questions about the texts of ...
     wide_label_source: str = "generated"   # ... the generator ("generated") or the hand-written sets trained on
-    # Hand-written case files (repo-relative) trained on next to the generated worlds (demo_handwritten),
+    # Hand-written case files (repo-relative) trained on next to the generated worlds (handwritten),
     # each question `hand_written_repeats` times; and the files the per-epoch hand-written check reads
-    # (empty: the first hand-written set).
+    # (empty: training/cases/train-1.jsonl).
     hand_written: tuple[str, ...] = ()
     hand_written_repeats: int = 1
     check_cases: tuple[str, ...] = ()
@@ -212,7 +212,7 @@ def _batches(seqs: Sequence[TrainRow], batch_size: int, rng: random.Random) -> l
     order = list(range(len(seqs)))
     rng.shuffle(order)
     pool = 50 * batch_size
-    batches = []
+    batches: list[list[int]] = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start:start + pool], key=lambda i: len(seqs[i].ids))
         batches.extend(chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size))
@@ -266,7 +266,7 @@ def init_head(model: Any, encoder_state_norm: float, settings: TrainSettings) ->
 
 
 def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tensor]],
-               checks: dict[str, tuple[Sequence[TrainRow], Sequence[torch.Tensor]]], settings: TrainSettings,
+               checks: Mapping[str, tuple[Sequence[TrainRow], Sequence[torch.Tensor]]], settings: TrainSettings,
                progress: Callable[[str], None]) -> list[dict[str, Any]]:
     """Train the head and the top encoder layers; returns the learning curve per epoch."""
     seqs, states = train
@@ -292,7 +292,8 @@ def train_head(model: Any, train: tuple[Sequence[TrainRow], Sequence[torch.Tenso
         return 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    curve = [{"epoch": 0, "train_loss": None, **{name: evaluate(model, *data, n) for name, data in checks.items()}}]
+    curve: list[dict[str, Any]] = [{"epoch": 0, "train_loss": None,
+                                    **{name: evaluate(model, *data, n) for name, data in checks.items()}}]
     progress("epoch 0: %s" % _summary(curve[-1]))
     for epoch in range(1, settings.epochs + 1):
         model.train()

@@ -13,21 +13,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .demo_data import (
-    GREETINGS,
-    NAMES,
-    TOPIC_INSTRUCTIONS,
-    TOPIC_LABELS,
-    URLS,
-    Example,
-    _choice_question,
-    _noul,
-    _render,
-    _restated,
-    _sentence,
-    one_hot,
-    sentiment_question,
-)
+from . import data_v3 as v3
+from .data_v1 import GREETINGS, NAMES, TOPIC_INSTRUCTIONS, TOPIC_LABELS, URLS, sentiment_question
+from .examples import Example, choice_question, noul_question, one_hot, render_state, restated_question, sentence_case
 
 # ------------------------------------------------------------------------ workplace requests
 
@@ -111,17 +99,17 @@ def employee_request(rng: random.Random, subjects: dict[str, list[str]], frames:
     dept = rng.choice(list(subjects))
     subject = rng.choice(subjects[dept])
     frame = rng.choice(frames)
-    text = frame.replace("{X}", _sentence(subject)).replace("{x}", subject)
+    text = frame.replace("{X}", sentence_case(subject)).replace("{x}", subject)
     opener = rng.choice(GREETINGS)
     signature = " " + rng.choice(NAMES) if rng.random() < 0.3 else ""
-    state = _render(rng, (opener + " " if opener else "") + text + signature, "email")
-    made = _choice_question(rng, dept, WORKPLACE_LABELS, WORKPLACE_INSTRUCTIONS, k_max=6)
+    state = render_state(rng, (opener + " " if opener else "") + text + signature, "email")
+    made = choice_question(rng, dept, WORKPLACE_LABELS, WORKPLACE_INSTRUCTIONS, k_max=6)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), domain)
-        yield _restated(rng, state, q, index, domain)
+        yield restated_question(rng, state, q, index, domain)
     other = rng.choice([d for d in subjects if d != dept]) if rng.random() < 0.5 else dept
-    q, target = _noul(rng.choice(ASKED_FOR) % rng.choice(WORKPLACE_LABELS[other])[0], other == dept)
+    q, target = noul_question(rng.choice(ASKED_FOR) % rng.choice(WORKPLACE_LABELS[other])[0], other == dept)
     yield Example(state, q, target, domain + "-fact")
 
 
@@ -197,21 +185,21 @@ def customer_message(rng: random.Random) -> Iterator[Example]:
                          "I need help with %s."]) % subject
     parts = [rng.choice(WISHES[w]) for w in wishes] + [rng.choice(MOODS[mood])]
     rng.shuffle(parts)
-    text = " ".join(p for p in [rng.choice(GREETINGS), _sentence(opener)] + parts if p)
-    state = _render(rng, text, "message")
+    text = " ".join(p for p in [rng.choice(GREETINGS), sentence_case(opener)] + parts if p)
+    state = render_state(rng, text, "message")
 
     pools = {name: TOPIC_LABELS[name] for name in ("billing", "tech", "shipping", "sales", "other")}
-    made = _choice_question(rng, topic, pools, TOPIC_INSTRUCTIONS, k_max=5)
+    made = choice_question(rng, topic, pools, TOPIC_INSTRUCTIONS, k_max=5)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "customer-topic")
     q, target = sentiment_question(rng, mood, MOOD_LABELS, MOOD_INSTRUCTIONS)
     yield Example(state, q, target, "customer-mood")
     wish = rng.choice(wishes) if wishes and rng.random() < 0.5 else rng.choice(list(WISHES))
-    q, target = _noul(rng.choice(WISH_QUESTIONS[wish]), wish in wishes)
+    q, target = noul_question(rng.choice(WISH_QUESTIONS[wish]), wish in wishes)
     yield Example(state, q, target, "customer-wish")
     polarity = rng.choice(list(MOOD_NOUL))
-    q, target = _noul(rng.choice(MOOD_NOUL[polarity]), mood == polarity)
+    q, target = noul_question(rng.choice(MOOD_NOUL[polarity]), mood == polarity)
     yield Example(state, q, target, "customer-mood-fact")
 
 
@@ -248,11 +236,15 @@ def forum_comment(rng: random.Random) -> Iterator[Example]:
     kind = rng.choice(list(COMMENT_PARTS))
     first, second = COMMENT_PARTS[kind]
     text = "%s %s" % (rng.choice(first), rng.choice(second).format(u=rng.choice(URLS)))
-    state = _render(rng, text, "comment")
-    made = _choice_question(rng, kind, COMMENT_LABELS, COMMENT_INSTRUCTIONS)
+    state = render_state(rng, text, "comment")
+    made = choice_question(rng, kind, COMMENT_LABELS, COMMENT_INSTRUCTIONS)
     if made:
         q, index = made
         yield Example(state, q, one_hot(len(q["crit"]), index), "forum")
     fact = rng.choice(list(COMMENT_NOUL))
-    q, target = _noul(rng.choice(COMMENT_NOUL[fact]), kind != "ok" if fact == "remove" else kind == fact)
+    q, target = noul_question(rng.choice(COMMENT_NOUL[fact]), kind != "ok" if fact == "remove" else kind == fact)
     yield Example(state, q, target, "forum-fact")
+
+
+# Version 4: version 3 with wide-vocabulary workplace requests, customer messages and forum comments.
+DOMAINS = v3.DOMAINS + ((workplace_request, 5), (customer_message, 5), (forum_comment, 2))

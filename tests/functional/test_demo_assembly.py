@@ -1,0 +1,64 @@
+"""The `demo` checkpoint the pipeline ships: its head is package data, verified by hash before assembly."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from laya_artifacts import demo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_head_is_package_data_and_matches_its_recorded_hash():
+    assert demo.MODEL_DIR.parent == Path(demo.__file__).resolve().parent   # inside the package, not the checkout
+    meta = demo.demo_config()
+    assert meta["name"] == demo.DEMO_NAME
+    assert demo.sha256_file(demo.MODEL_DIR / demo.HEAD_FILE) == meta["head_sha256"]
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "demo_model/*" in package_data["laya_artifacts"]   # a wheel carries both files
+
+
+def test_the_pipeline_never_imports_the_training_research():
+    """laya_training (training/) imports laya_artifacts.demo, never the other way round."""
+    for path in sorted((ROOT / "artifacts" / "laya_artifacts").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(name.split(".")[0] == "laya_training" for name in names), path
+
+
+def test_assembly_refuses_a_tampered_head_or_a_different_encoder(tmp_path, monkeypatch):
+    shipped = tmp_path / "demo"
+    shutil.copytree(demo.MODEL_DIR, shipped)
+    head = shipped / demo.HEAD_FILE
+    head.write_bytes(head.read_bytes()[:-1] + bytes([head.read_bytes()[-1] ^ 1]))
+    with pytest.raises(demo.DemoError, match="does not match the sha256"):
+        demo.assemble_demo(tmp_path / "out", shipped)
+    shutil.copy(demo.MODEL_DIR / demo.HEAD_FILE, head)
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(b"not the MiniLM weights")
+    monkeypatch.setattr(demo, "encoder_weights", lambda: other)
+    with pytest.raises(demo.DemoError, match="not the one the demo head was trained on"):
+        demo.assemble_demo(tmp_path / "out", shipped)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_make_checkpoint_demo_assembles_the_shipped_head(tmp_path):
+    from laya_artifacts.cli import main
+
+    out = tmp_path / "checkpoint"
+    assert main(["make-checkpoint", "demo", "--out", str(out)]) == 0
+    assert (out / "rl_agent_config.json").is_file()
+    source = json.loads((out / "laya_serverless_source.json").read_text())
+    assert source == {"kind": demo.DEMO_NAME, "head_sha256": demo.demo_config()["head_sha256"]}

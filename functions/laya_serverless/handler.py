@@ -14,6 +14,7 @@ from mangum import Mangum
 from .errors import SettingsError
 from .guard import GuardedHandler
 from .http.service import build_service
+from .powertools import Handler, Instrumentation
 from .settings import API_KEY_SECRET, Settings
 
 
@@ -45,10 +46,12 @@ def lambda_handler(app: Any, settings: Settings) -> GuardedHandler:
 
 
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
-                 secrets_client: Any = None) -> GuardedHandler:
+                 secrets_client: Any = None) -> Handler:
+    """The deployed handler: Powertools set up first (so INIT is logged and traced), then the app, guarded."""
+    instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
     app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
-    return lambda_handler(app, settings)
+    return instrumentation.wrap(lambda_handler(app, settings))
 
 
 handler = make_handler() if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else None

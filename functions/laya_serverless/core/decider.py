@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.layout import GRAPH_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
@@ -48,8 +49,9 @@ class Decider:
             verify_artifact(path)
         config = DecodeConfig.load(path)
         encoder = TextEncoder.from_artifact(path)
-        session = OnnxDecisionSession(path / GRAPH_FILE, threads=threads,
-                                      optimized_offline=config.optimized_offline)
+        with observe.span(observe.SESSION):
+            session = OnnxDecisionSession(path / GRAPH_FILE, threads=threads,
+                                          optimized_offline=config.optimized_offline)
         return cls(session, encoder, config)
 
     @classmethod

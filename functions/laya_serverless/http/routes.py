@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
-from . import strict
+from . import strict, telemetry
 from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
 from .serving import Serving, serving
 
@@ -17,6 +17,7 @@ Authorization = Annotated[str | None, Header()]
 
 
 def _timed(content: Any, elapsed_ms: float) -> JSONResponse:
+    telemetry.answered(content, elapsed_ms)
     stamp = "%.2f" % elapsed_ms
     return JSONResponse(content, headers={"Server-Timing": "inference;dur=" + stamp, "X-Inference-Time-Ms": stamp})
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, unproven_here
@@ -84,7 +85,10 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
         loaded = load_deciders(settings, s3_client)
     except ArtifactError:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
+        observe.metric(observe.REFUSED_ARTIFACTS)
         return create_app({}, settings, unavailable=UNAVAILABLE)
+    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
+        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         again = load_deciders(settings, s3_client)

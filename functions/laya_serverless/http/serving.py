@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 
+from .. import observe
 from ..errors import NotReady, Overloaded, Unauthenticated
 from ..settings import Settings
 from .admission import BUSY, READERS_PER_SLOT, ReadingGate
@@ -101,10 +102,11 @@ class Serving:
         async with self._inference_lock:
             started = time.perf_counter()
             try:
-                if self.inline_inference:
-                    result = work()
-                else:
-                    result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
+                with observe.span(observe.INFERENCE):
+                    if self.inline_inference:
+                        result = work()
+                    else:
+                        result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
             except Exception as exc:  # never leak paths, weights or tracebacks to a client
                 raise refusal_from(exc, model) from None
             finally:

@@ -15,6 +15,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import observe
 from ..errors import (
     BodyTimeout,
     ClientDisconnected,
@@ -86,6 +87,8 @@ def _strict(request: Request) -> bool:
 async def handle_refusal(request: Request, error: Exception) -> JSONResponse:
     """The app's exception handler for every `RequestError`."""
     assert isinstance(error, RequestError)
+    if isinstance(error, Overloaded):
+        observe.metric(observe.ADMISSION_REFUSALS)
     return refusal_response(error, _strict(request))
 
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from mangum import Mangum
 
-from .errors import SettingsError
+from . import snapstart
+from .api_key import read_api_key
 from .guard import GuardedHandler
 from .http.service import build_service
-from .powertools import Handler, Instrumentation
-from .settings import API_KEY_SECRET, Settings
+from .powertools import Handler, Instrumentation, in_lambda
+from .settings import Settings
 
 
 def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
@@ -26,17 +27,7 @@ def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
     than serving without auth."""
     if settings.api_key is not None or settings.api_key_secret is None:
         return settings
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    client = secrets_client or boto3.client("secretsmanager")
-    try:
-        value = client.get_secret_value(SecretId=settings.api_key_secret).get("SecretString") or ""
-    except (BotoCoreError, ClientError) as exc:
-        raise SettingsError("%s: cannot read the API key secret (%s)" % (API_KEY_SECRET, type(exc).__name__)) from exc
-    if not value:
-        raise SettingsError("%s: the API key secret has no string value" % API_KEY_SECRET)
-    return replace(settings, api_key=value)
+    return replace(settings, api_key=read_api_key(settings.api_key_secret, secrets_client))
 
 
 def lambda_handler(app: Any, settings: Settings) -> GuardedHandler:
@@ -51,6 +42,8 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
     app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
+    if in_lambda(environ):
+        snapstart.register(app.state.serving, settings, secrets_client)
     return instrumentation.wrap(lambda_handler(app, settings))
 
 

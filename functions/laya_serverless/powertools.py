@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import redirect_stdout
-from typing import Any
+from typing import IO, Any, cast
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
@@ -88,7 +88,7 @@ def structured_logs(lambda_runtime: bool) -> Logger:
 
     On Lambda the JSON line replaces the runtime's own (no propagation to its root handler); locally
     the lines go to stderr and still propagate, so `invoke`'s stdout stays the response."""
-    logger = Logger(service=SERVICE, level=logging.INFO, stream=None if lambda_runtime else _Stderr())
+    logger = Logger(service=SERVICE, level=logging.INFO, stream=None if lambda_runtime else cast(IO[str], _Stderr()))
     ours = logging.getLogger("laya_serverless")
     for handler in [h for h in ours.handlers if getattr(h, _MARK, False)]:
         ours.removeHandler(handler)  # a second make_handler in one process replaces, never doubles

@@ -11,6 +11,7 @@ from .api import DecisionApi
 from .config import DeployConfig
 from .functions import ApiFunction
 from .monitoring import Alarms
+from .operations import DeadLetters
 from .storage import ApiKeySecret, ArtifactBucket
 
 
@@ -19,12 +20,16 @@ class LayaServerlessStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
-        function = ApiFunction(self, "Api", config, artifacts, secret)
-        api = DecisionApi(self, "Gateway", config, function.function, secret)
+        dead_letters = DeadLetters(self, "AsyncFailures")
+        function = ApiFunction(self, "Api", config, artifacts, secret, dead_letters)
+        # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
+        api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         Alarms(self, "Alarms", config, function.function, function.log_group)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the Jev API (prefix included)")
         CfnOutput(self, "ArtifactBucketName", value=artifacts.bucket.bucket_name)
+        CfnOutput(self, "AsyncFailureQueueUrl", value=dead_letters.queue.queue_url,
+                  description="Failure records of async invocations (no function is meant to be invoked async)")
         CfnOutput(self, "ArtifactStore", value=artifacts.store_uri,
                   description="Publish artifacts here: laya-artifacts publish ARTIFACT_DIR --store <this>")
         if secret is not None:

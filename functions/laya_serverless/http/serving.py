@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -56,6 +57,11 @@ class Serving:
             return True
         supplied = (header or "").strip(_OWS).encode("utf-8", "surrogateescape")
         return hmac.compare_digest(supplied, self._expected)
+
+    def rekey(self, api_key: str) -> None:
+        """Check bearers against `api_key` from now on (a SnapStart restore re-reads the secret)."""
+        self.settings = replace(self.settings, api_key=api_key)
+        self._expected = b"Bearer " + api_key.encode("utf-8", "surrogateescape")
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()

@@ -34,6 +34,14 @@ def _sent_id(event: Any) -> str:
     return request_id.chosen(sent)
 
 
+def _access_log(kind: EventKind, cleaned: dict[str, Any], answer: dict[str, Any]) -> None:
+    """One line per HTTP event: method, path, status, and the request id the answer carries."""
+    http = cleaned.get("requestContext", {}).get("http") or cleaned
+    headers = answer.get("headers") or {}
+    _log.info("%s %s -> %s", http.get("httpMethod") or http.get("method"), http.get("path"), answer.get("statusCode"),
+              extra={"request_id": headers.get(request_id.HEADER), "event_source": kind.source})
+
+
 class GuardedHandler:
     """`handler(event, context)` over an ASGI adapter (Mangum) that must only ever see clean HTTP events."""
 
@@ -52,10 +60,12 @@ class GuardedHandler:
         except MalformedEvent as refused:
             return self._refuse(kind, refused, _sent_id(event))
         try:
-            return self.adapter(cleaned, context)
+            answer = self.adapter(cleaned, context)
         except Exception:  # a defect of ours: logged with its traceback, answered as JSON, never raised
             _log.exception("the %s event could not be answered", kind.source)
             return self._answer(kind, 500, {"detail": "internal error"}, _sent_id(event))
+        _access_log(kind, cleaned, answer)
+        return answer
 
     def _not_served(self, kind: EventKind) -> dict[str, Any]:
         message = ("this function answers HTTP requests (API Gateway, ALB); a %s event is not one, so it was "

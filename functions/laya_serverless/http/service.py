@@ -75,6 +75,7 @@ def load_deciders(settings: Settings, s3_client: Any = None) -> Loaded:
         decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here)
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
         loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
+        _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
         if fallback is not None:
             loaded.fallbacks[key] = fallback
     return loaded

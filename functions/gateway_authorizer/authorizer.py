@@ -36,10 +36,12 @@ def api_key(client: Any = None, now: float | None = None) -> str:
 
 
 def matches(header: Any, key: str) -> bool:
-    """Constant-time comparison of the whole header with `Bearer <key>`; any odd value is simply False."""
+    """Constant-time comparison of the header with `Bearer <key>`; any odd value is simply False.
+
+    Spaces and tabs around the value are not part of it (RFC 9110 5.5), as in the app and uvicorn."""
     if not key or not isinstance(header, str):
         return False
-    supplied = header.encode("utf-8", "surrogatepass")
+    supplied = header.strip(" \t").encode("utf-8", "surrogatepass")
     expected = ("Bearer " + key).encode("utf-8", "surrogatepass")
     return hmac.compare_digest(supplied, expected)
 

@@ -31,13 +31,14 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .http.service import build_service
+    from .server import uvicorn_config
 
     settings = Settings.from_environ()
     host, port = _address(args, settings)
     app = build_service(settings)
     _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
         "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
     return 0
 
 
@@ -58,13 +59,15 @@ def _start_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .handler import make_handler
+    from .server import uvicorn_config
 
-    host, port = _address(args, Settings.from_environ())
+    settings = Settings.from_environ()
+    host, port = _address(args, settings)
     front = ApiGatewayFront(make_handler(), payload=args.payload)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:
-        uvicorn.run(front, host=host, port=port, log_level="warning")
+        uvicorn.Server(uvicorn_config(front, settings, host, port)).run()
     finally:
         front.close()
     return 0

@@ -94,5 +94,13 @@ class NotReady(RequestError):
     """The deployment cannot answer (its artifacts are missing or were refused); the client should retry later."""
 
 
+class MalformedEvent(MalformedRequest):
+    """A Lambda HTTP event that cannot become a request (missing or mistyped fields, unencodable text)."""
+
+
+class ClientDisconnected(RequestError):
+    """The client went away before its whole body arrived; nobody reads the answer, the log has one line."""
+
+
 class InferenceFailed(RequestError):
     """Inference broke for a reason of ours; the client sees only this, the log has the traceback."""

@@ -1,5 +1,6 @@
 """AWS Lambda entry point: the app is built once at INIT (artifacts fetched and verified then) and
-wrapped by Mangum. Lifespan is off: Mangum would otherwise run it on every invocation."""
+wrapped by Mangum, behind the guard that answers every event (`guard`). Lifespan is off: Mangum
+would otherwise run it on every invocation."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from typing import Any
 
 from mangum import Mangum
 
-from .errors import SettingsError
+from . import snapstart
+from .api_key import read_api_key
+from .guard import GuardedHandler
 from .http.service import build_service
-from .settings import API_KEY_SECRET, Settings
+from .powertools import Handler, Instrumentation, in_lambda
+from .settings import Settings
 
 
 def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
@@ -23,24 +27,24 @@ def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
     than serving without auth."""
     if settings.api_key is not None or settings.api_key_secret is None:
         return settings
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    return replace(settings, api_key=read_api_key(settings.api_key_secret, secrets_client))
 
-    client = secrets_client or boto3.client("secretsmanager")
-    try:
-        value = client.get_secret_value(SecretId=settings.api_key_secret).get("SecretString") or ""
-    except (BotoCoreError, ClientError) as exc:
-        raise SettingsError("%s: cannot read the API key secret (%s)" % (API_KEY_SECRET, type(exc).__name__)) from exc
-    if not value:
-        raise SettingsError("%s: the API key secret has no string value" % API_KEY_SECRET)
-    return replace(settings, api_key=value)
+
+def lambda_handler(app: Any, settings: Settings) -> GuardedHandler:
+    """The guarded Mangum adapter over an ASGI `app` (tests pass one built on fakes)."""
+    return GuardedHandler(Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path),
+                          strict=settings.jev_strict)
 
 
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
-                 secrets_client: Any = None) -> Mangum:
+                 secrets_client: Any = None) -> Handler:
+    """The deployed handler: Powertools set up first (so INIT is logged and traced), then the app, guarded."""
+    instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
     app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
-    return Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path)
+    if in_lambda(environ):
+        snapstart.register(app.state.serving, settings, secrets_client)
+    return instrumentation.wrap(lambda_handler(app, settings))
 
 
 handler = make_handler() if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") else None

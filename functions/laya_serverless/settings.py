@@ -39,6 +39,12 @@ API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from S
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
 DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
 DEFAULT_TARGETS = {CPU: "cpu-int8", CUDA: "cuda-fp16"}
+# Operations (docs/operations.md): reading gate, local server timeouts, strict mode's confidence.
+READS_PER_CLIENT = "LAYA_MAX_READS_PER_CLIENT"
+HEADER_TIMEOUT = "LAYA_HEADER_TIMEOUT"
+KEEP_ALIVE_TIMEOUT = "LAYA_KEEP_ALIVE_TIMEOUT"
+JEV_CONFIDENCE = "LAYA_JEV_CONFIDENCE"
+JEV_CONFIDENCES = ("laya", "jev")  # strict mode's `confidence`: Laya's entropy concentration, or Jev's formula
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -55,6 +61,27 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A positive, finite number of seconds; anything else is refused with the variable's name."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise SettingsError("invalid %s %r: must be a positive number of seconds" % (name, text))
+    return value
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    text = environ.get(name, "").strip().lower() or choices[0]
+    if text not in choices:
+        raise SettingsError("invalid %s %r: must be one of %s" % (name, environ.get(name), ", ".join(choices)))
+    return text
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -103,6 +130,10 @@ class Settings:
     cache_dir: str | None = None
     api_base_path: str = "/"
     api_key_secret: str | None = None
+    max_reads_per_client: int = 4
+    header_timeout: float = 10.0  # local server: a connection must deliver its request headers within this
+    keep_alive_timeout: float = 5.0  # local server: an idle keep-alive connection is closed after this
+    jev_confidence: str = "laya"
     device: str = CPU
 
     @classmethod
@@ -157,5 +188,10 @@ class Settings:
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
             api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
             api_key_secret=env.get(API_KEY_SECRET, "").strip() or None,
+            max_reads_per_client=_positive_int(env, READS_PER_CLIENT, 4),
+            header_timeout=_seconds(env, HEADER_TIMEOUT, 10.0),
+            keep_alive_timeout=_seconds(env, KEEP_ALIVE_TIMEOUT, 5.0),
+            jev_confidence=_choice(env, JEV_CONFIDENCE, JEV_CONFIDENCES),
             device=device,
         )
+

@@ -19,6 +19,7 @@ from constructs import Construct
 from . import constants as c
 from .config import DeployConfig
 from .functions import BearerAuthorizerFunction
+from .operations import DeadLetters
 from .storage import ApiKeySecret
 from .suppressions import NO_AUTH, NO_COGNITO, NO_EXECUTION_LOGS, NO_REQUEST_MODELS, NO_WAF, OPEN_HEALTH, acknowledge
 
@@ -27,7 +28,7 @@ _JSON = "application/json"
 
 class DecisionApi(Construct):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, function: lambda_.IFunction,
-                 secret: ApiKeySecret | None) -> None:
+                 secret: ApiKeySecret | None, dead_letters: DeadLetters | None = None) -> None:
         super().__init__(scope, construct_id)
         access_logs = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays[c.LOG_RETENTION])
         self.api = apigw.RestApi(
@@ -44,6 +45,7 @@ class DecisionApi(Construct):
                 throttling_rate_limit=config.throttle_rate,
                 throttling_burst_limit=config.throttle_burst,
                 metrics_enabled=True,
+                tracing_enabled=True,  # X-Ray from the gateway into the function's trace
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
                     caller=False, http_method=True, ip=True, protocol=True, request_time=True,
@@ -58,7 +60,7 @@ class DecisionApi(Construct):
 
         authorizer = None
         if secret is not None:
-            self.authorizer_function = BearerAuthorizerFunction(self, "Authorizer", secret).function
+            self.authorizer_function = BearerAuthorizerFunction(self, "Authorizer", secret, dead_letters).function
             authorizer = apigw.TokenAuthorizer(
                 self, "Bearer",
                 handler=self.authorizer_function,
@@ -73,6 +75,10 @@ class DecisionApi(Construct):
                 "POST", integration, authorizer=authorizer,
                 authorization_type=apigw.AuthorizationType.CUSTOM if authorizer else apigw.AuthorizationType.NONE)
             acknowledge(method, NO_COGNITO, *(() if authorizer else (NO_AUTH,)))
+        models = self._resource(base, c.MODELS_PATH).add_method(
+            "GET", integration, authorizer=authorizer,
+            authorization_type=apigw.AuthorizationType.CUSTOM if authorizer else apigw.AuthorizationType.NONE)
+        acknowledge(models, NO_COGNITO, *(() if authorizer else (NO_AUTH,)))
         if secret is None:
             for path in c.DOCS_PATHS:   # the app serves these only when no key is configured
                 acknowledge(self._resource(base, path).add_method("GET", integration), NO_AUTH, NO_COGNITO)

@@ -16,7 +16,8 @@ _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
 KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
-        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir")
+        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir",
+        "snapstart", "provisioned_concurrency")
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,8 @@ class DeployConfig:
     alarm_email: str | None = None
     jev_strict: bool = False
     asset_dir: Path = c.DEFAULT_ASSET_DIR
+    snapstart: bool = True                        # SnapStart on the API function's published versions
+    provisioned_concurrency: int | None = None    # the alternative: instances kept initialized (no SnapStart)
 
     @property
     def function_asset(self) -> Path:
@@ -158,6 +161,7 @@ class DeployConfig:
             values["jev_strict"] = _bool(raw["jev_strict"], "jev_strict")
         if raw["asset_dir"]:
             values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
+        values.update(_warm_start(raw))
         config = cls(**values)
         config.check_deployed()
         config.check_assets()
@@ -179,3 +183,16 @@ class DeployConfig:
                     "%s is missing: build the Lambda package first with "
                     "`python layers/build_layer.py --arch %s` (or point %s at a built one)"
                     % (path, self.arch, _flag("asset_dir", "build/lambda")))
+
+
+def _warm_start(raw: dict[str, Any]) -> dict[str, Any]:
+    """SnapStart (the default) or provisioned concurrency: Lambda allows one or the other on a version."""
+    snapstart = _bool(raw["snapstart"], "snapstart") if raw["snapstart"] is not None else None
+    if raw["provisioned_concurrency"] is None:
+        return {} if snapstart is None else {"snapstart": snapstart}
+    count = _int(raw["provisioned_concurrency"], "provisioned_concurrency", 1, 10_000, "2")
+    if snapstart:
+        raise ConfigError("context 'provisioned_concurrency' and 'snapstart' exclude each other: Lambda does not "
+                          "run SnapStart on provisioned instances (use %s to keep %d instances warm, or drop %s)"
+                          % (_flag("snapstart", "false"), count, _flag("provisioned_concurrency", str(count))))
+    return {"snapstart": False, "provisioned_concurrency": count}

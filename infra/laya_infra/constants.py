@@ -41,8 +41,17 @@ DEFAULT_INIT_ALARM_MS = 5_000
 METRIC_NAMESPACE = "LayaServerless"
 INIT_METRIC = "InitDurationMs"
 
+# The gateway invokes this alias of the API function: a published version (SnapStart or provisioned).
+ALIAS_NAME = "live"
+# Async invocations (an S3 or EventBridge event pointed at a function by mistake): no retry, short age,
+# then the failure record goes to the dead-letter queue.
+ASYNC_RETRY_ATTEMPTS = 0
+ASYNC_MAX_EVENT_AGE_S = 3600
+DLQ_RETENTION_DAYS = 14
+
 # Paths inside the prefix, as the protocol names them.
 DECISION_PATHS = ("v1/systemone", "v1/systemone/batch")
+MODELS_PATH = "v1/models"                                  # GET, behind the authorizer like the decision routes
 HEALTH_PATH = "health"
 DOCS_PATHS = ("docs", "redoc", "openapi.json")             # only when auth is off: the app hides them with a key
 

@@ -13,11 +13,14 @@ from laya_serverless import settings as env
 
 from . import constants as c
 from .config import DeployConfig
+from .operations import DeadLetters, live_alias, snap_start
 from .storage import ApiKeySecret, ArtifactBucket
-from .suppressions import RUNTIME, acknowledge
+from .suppressions import RUNTIME, XRAY, acknowledge
 
 _ARCH = {"x86_64": lambda_.Architecture.X86_64, "arm64": lambda_.Architecture.ARM_64}
-_RUNTIME = lambda_.Runtime(c.PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON, supports_inline_code=True)
+# Lambda runs SnapStart on Python 3.12 and later (the CDK must be told for a runtime built by name).
+_RUNTIME = lambda_.Runtime(c.PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON, supports_inline_code=True,
+                           supports_snap_start=True)
 
 
 def _log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
@@ -55,8 +58,10 @@ def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret |
 
 
 class ApiFunction(Construct):
+    """The function, and `alias`: its published version that the gateway invokes (SnapStart or provisioned)."""
+
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, artifacts: ArtifactBucket,
-                 secret: ApiKeySecret | None) -> None:
+                 secret: ApiKeySecret | None, dead_letters: DeadLetters | None = None) -> None:
         super().__init__(scope, construct_id)
         self.log_group = _log_group(self, "Logs")
         role = _role(self, "Role", self.log_group)
@@ -83,11 +88,17 @@ class ApiFunction(Construct):
             # JSON platform logs carry initDurationMs, which the cold-start alarm reads.
             logging_format=lambda_.LoggingFormat.JSON,
             description="laya-serverless Jev API (artifacts fetched and verified at INIT)",
+            tracing=lambda_.Tracing.ACTIVE,
+            snap_start=snap_start(config),
         )
+        self.alias = live_alias(self, self.function, config)
+        if dead_letters is not None:
+            dead_letters.configure(self.function)
+            dead_letters.configure(self.alias)
         for statement in artifacts.read_statements():
             role.add_to_policy(statement)
         acknowledge(self.function, RUNTIME)
-        acknowledge(role, artifacts.artifact_objects_finding())
+        acknowledge(role, artifacts.artifact_objects_finding(), XRAY)
         if secret is not None:
             secret.grant_read(role)
 
@@ -95,7 +106,8 @@ class ApiFunction(Construct):
 class BearerAuthorizerFunction(Construct):
     """A small function that compares the Authorization header with the key in Secrets Manager."""
 
-    def __init__(self, scope: Construct, construct_id: str, secret: ApiKeySecret) -> None:
+    def __init__(self, scope: Construct, construct_id: str, secret: ApiKeySecret,
+                 dead_letters: DeadLetters | None = None) -> None:
         super().__init__(scope, construct_id)
         log_group = _log_group(self, "Logs")
         role = _role(self, "Role", log_group)
@@ -111,6 +123,10 @@ class BearerAuthorizerFunction(Construct):
             role=role,
             log_group=log_group,
             description="laya-serverless bearer authorizer",
+            tracing=lambda_.Tracing.ACTIVE,
         )
         secret.grant_read(role)
         acknowledge(self.function, RUNTIME)
+        acknowledge(role, XRAY)
+        if dead_letters is not None:
+            dead_letters.configure(self.function)

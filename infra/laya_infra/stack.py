@@ -13,6 +13,7 @@ from .functions import ApiFunction
 from .gpu import GpuEndpoint
 from .gpu_config import GpuConfig
 from .monitoring import Alarms
+from .operations import DeadLetters
 from .storage import ApiKeySecret, ArtifactBucket
 
 
@@ -22,8 +23,10 @@ class LayaServerlessStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
-        function = ApiFunction(self, "Api", config, artifacts, secret)
-        api = DecisionApi(self, "Gateway", config, function.function, secret)
+        dead_letters = DeadLetters(self, "AsyncFailures")
+        function = ApiFunction(self, "Api", config, artifacts, secret, dead_letters)
+        # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
+        api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         Alarms(self, "Alarms", config, function.function, function.log_group)
         if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
             endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
@@ -32,6 +35,8 @@ class LayaServerlessStack(Stack):
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the Jev API (prefix included)")
         CfnOutput(self, "ArtifactBucketName", value=artifacts.bucket.bucket_name)
+        CfnOutput(self, "AsyncFailureQueueUrl", value=dead_letters.queue.queue_url,
+                  description="Failure records of async invocations (no function is meant to be invoked async)")
         CfnOutput(self, "ArtifactStore", value=artifacts.store_uri,
                   description="Publish artifacts here: laya-artifacts publish ARTIFACT_DIR --store <this>")
         if secret is not None:

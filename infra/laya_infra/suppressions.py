@@ -28,6 +28,9 @@ NO_REQUEST_MODELS = ("AwsSolutions-APIG2",
                      "The app validates every body with the protocol's exact errors; a gateway model would answer "
                      "malformed requests differently from upstream")
 NO_AUTH = ("AwsSolutions-APIG4", "Deployed with -c auth=false: an open API was asked for explicitly")
+DLQ_ITSELF = ("AwsSolutions-SQS3", "This queue is the dead-letter queue of the functions' async invocations")
+XRAY = ("AwsSolutions-IAM5[Resource::*]",
+        "X-Ray's PutTraceSegments and PutTelemetryRecords have no resource-level permissions (active tracing)")
 
 
 GPU_LOGS = ("SageMaker writes the endpoint's container logs to log groups it names /aws/sagemaker/Endpoints/<name> "

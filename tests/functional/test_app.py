@@ -208,7 +208,9 @@ def _tiny_app(tiny_modernbert: tuple[Path, Path], **settings: Any) -> Any:
     return create_app({"multilingual": decider}, Settings(**settings))
 
 
-def test_slow_bodies_time_out_and_hold_the_only_admission_slot(tiny_modernbert: tuple[Path, Path]) -> None:
+def test_slow_bodies_time_out_without_holding_the_only_admission_slot(tiny_modernbert: tuple[Path, Path]) -> None:
+    """Bodies are read before admission (docs/operations.md): a slow sender gets its 408 but never
+    takes the slot; upstream, which reads after admission, answers the second request 503."""
     import asyncio
 
     import httpx
@@ -220,20 +222,16 @@ def test_slow_bodies_time_out_and_hold_the_only_admission_slot(tiny_modernbert: 
         await asyncio.sleep(2)
         yield b'"questions": {}}'
 
-    async def run() -> tuple[httpx.Response, httpx.Response, httpx.Response]:
+    async def run() -> tuple[httpx.Response, httpx.Response]:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://local") as client:
             stalled = asyncio.create_task(client.post("/v1/systemone", content=slow_body()))
             await asyncio.sleep(0.1)
-            busy = await client.post("/v1/systemone", json={"state": "x", "questions": {}})
-            timed_out = await stalled
-            after = await client.post("/v1/systemone", json={"state": "x", "questions": {}})
-            return busy, timed_out, after
+            served = await client.post("/v1/systemone", json={"state": "x", "questions": {}})
+            return served, await stalled
 
-    busy, timed_out, after = asyncio.run(run())
-    assert (busy.status_code, busy.json(), busy.headers["retry-after"]) == (
-        503, {"detail": "server busy, try again later"}, "1")
+    served, timed_out = asyncio.run(run())
+    assert served.status_code == 200
     assert (timed_out.status_code, timed_out.json()) == (408, {"detail": "request body was not received in time"})
-    assert after.status_code == 200  # the slot was released
 
 
 def test_bodies_over_two_mib_are_refused(tiny_modernbert: tuple[Path, Path]) -> None:

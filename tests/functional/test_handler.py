@@ -160,3 +160,18 @@ def test_docs_under_a_prefix_link_to_the_public_url(environ: dict[str, str], mai
     event.update(path="/laya/docs")
     page = handler(event, lambda_context())
     assert page["statusCode"] == 200 and "/prod/laya/openapi.json" in page["body"]
+
+
+def test_invoke_logs_powertools_json_lines(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert cli(["invoke", "--event", str(EVENTS / "http-api-v2-systemone.json")]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["statusCode"] == 200   # stdout stays the response
+    lines = [json.loads(line) for line in captured.err.splitlines() if line.startswith("{")]
+    logged = [line for line in lines if line.get("service") == "laya-serverless" and "message" in line]
+    assert logged and all("cold_start" in line and "function_request_id" in line for line in logged
+                          if "function_request_id" in line)
+    assert any("_aws" in line for line in lines)   # the EMF metrics of the invocation
+    assert environ["LAYA_API_KEY"] not in captured.err

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,11 +25,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(params=[False, True], ids=["full", "strict"])
-def base_url(request: pytest.FixtureRequest, tiny_fp32: Path) -> Iterator[str]:
+def _serve(app: Any) -> Iterator[str]:
     import uvicorn
 
-    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, Settings(jev_strict=request.param))
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -40,6 +39,12 @@ def base_url(request: pytest.FixtureRequest, tiny_fp32: Path) -> Iterator[str]:
     yield "http://127.0.0.1:%d" % port
     server.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(params=[False, True], ids=["full", "strict"])
+def base_url(request: pytest.FixtureRequest, tiny_fp32: Path) -> Iterator[str]:
+    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, Settings(jev_strict=request.param))
+    yield from _serve(app)
 
 
 def test_the_official_client_reads_every_answer_type(base_url: str) -> None:
@@ -61,3 +66,25 @@ def test_the_official_client_reads_every_answer_type(base_url: str) -> None:
         assert sum(result.choices["tone"].probabilities.values()) == pytest.approx(1.0, abs=1e-9)
         assert 0.0 <= result.scores["urgency"].score <= 2.0
     assert large.usage.input_tokens > small.usage.input_tokens
+
+
+def test_the_official_client_lists_models_and_reads_request_ids(base_url: str) -> None:
+    from typesafe_sdk import Noul, RetryPolicy, TypeSafeClient
+
+    with TypeSafeClient(api_key="unused", base_url=base_url, retry=RetryPolicy(max_retries=0)) as client:
+        listed = client.models.list()
+        answered = client.system_one(state="hello", questions={"q": Noul(instructions="Is this a greeting?")})
+    assert [m.name for m in listed.models] == ["multilingual"]
+    assert answered.request_id.startswith("req_")
+
+
+@pytest.mark.parametrize(("confidence", "should"), [("jev", 14), ("laya", 13)])
+def test_jevcompat_strict_mode_is_conformant(tiny_fp32: Path, confidence: str, should: int) -> None:
+    """jevcompat 0.1.1 (installed for this check only, not a dependency), as docs/operations.md reports it."""
+    runner = pytest.importorskip("jevcompat.runner")
+    settings = Settings(jev_strict=True, jev_confidence=confidence, api_key="k3y")
+    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, settings)
+    for url in _serve(app):
+        summary = runner.run(url, key="k3y").summary()
+    assert (summary["MUST"]["passed"], summary["MUST"]["tested"]) == (32, 32), summary
+    assert (summary["SHOULD"]["passed"], summary["SHOULD"]["tested"]) == (should, 14), summary

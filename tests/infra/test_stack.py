@@ -144,6 +144,10 @@ def test_api_role_is_least_privilege(synth):
     role = raw["Resources"][role_id]["Properties"]
     assert "ManagedPolicyArns" not in role   # no AWSLambdaBasicExecutionRole: logs go to its own group
     statements = role_statements(raw, role_id)
+    # Active tracing: X-Ray's two write actions have no resource-level permissions, hence "*" for them only.
+    tracing = [s for s in statements if all(a.startswith("xray:") for a in as_list(s["Action"]))]
+    assert [sorted(as_list(s["Action"])) for s in tracing] == [["xray:PutTelemetryRecords", "xray:PutTraceSegments"]]
+    statements = [s for s in statements if s not in tracing]
     actions = [a for s in statements for a in as_list(s["Action"])]
     assert all("*" not in a for a in actions), actions
     assert {a for a in actions if a.startswith("s3:")} == {"s3:GetObject"}
@@ -171,10 +175,11 @@ def test_decision_routes_need_the_authorizer_and_health_does_not(synth):
         "AuthorizerResultTtlInSeconds": 300,
     })
     routes = methods(raw)
-    assert set(routes) == {("GET", "/health"), ("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch")}
-    for path in ("/v1/systemone", "/v1/systemone/batch"):
-        assert routes[("POST", path)]["AuthorizationType"] == "CUSTOM"
-        assert "AuthorizerId" in routes[("POST", path)]
+    assert set(routes) == {("GET", "/health"), ("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch"),
+                           ("GET", "/v1/models")}
+    for route in (("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch"), ("GET", "/v1/models")):
+        assert routes[route]["AuthorizationType"] == "CUSTOM"
+        assert "AuthorizerId" in routes[route]
     assert routes[("GET", "/health")]["AuthorizationType"] == "NONE"
     assert "AuthorizerId" not in routes[("GET", "/health")]
     [authorizer] = [r["Properties"] for r in resources(raw, "AWS::Lambda::Function").values()
@@ -200,7 +205,7 @@ def test_gateway_denials_answer_like_the_protocol(synth):
 def test_routes_live_under_the_prefix(synth):
     _, raw, _ = synth(prefix="/laya/v2", stage="live")
     assert set(methods(raw)) == {("GET", "/laya/v2/health"), ("POST", "/laya/v2/v1/systemone"),
-                                 ("POST", "/laya/v2/v1/systemone/batch")}
+                                 ("POST", "/laya/v2/v1/systemone/batch"), ("GET", "/laya/v2/v1/models")}
     variables = api_function(raw)["Environment"]["Variables"]
     assert variables[env.API_BASE_PATH] == "/laya/v2"
     assert variables[env.ROOT_PATH] == "/live/laya/v2"

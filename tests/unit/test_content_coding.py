@@ -29,6 +29,10 @@ def test_exactly_the_limit_is_accepted_and_a_bomb_is_refused() -> None:
 @pytest.mark.parametrize(("data", "coding", "status", "detail"), [
     (b"not zstd at all", "zstd", 400, "request body is not valid zstd data"),
     (compress(b'{"a": 1}' * 100)[:-4], "zstd", 400, "request body is not valid zstd data"),
+    (compress(b'{"a": 1}') + b"garbage", "zstd", 400,
+     "request body has data after its zstd frame; send exactly one frame"),
+    (compress(b'{"a": 1}') + compress(b'{"b": 2}'), "zstd", 400,
+     "request body has data after its zstd frame; send exactly one frame"),
     (b"{}", "gzip", 415, "unsupported Content-Encoding 'gzip'; send zstd or an uncompressed body"),
 ])
 def test_bad_bodies_are_refused(data: bytes, coding: str, status: int, detail: str) -> None:

@@ -13,6 +13,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from .. import observe
 from ..errors import ArtifactError
 from .layout import MANIFEST_FILE
 from .manifest import Manifest, sha256_bytes, verify_file
@@ -50,17 +51,21 @@ def fetch_artifact(store: ObjectStore, artifact_id: str, cache_dir: Path = DEFAU
     manifest = Manifest.parse(found[0], "%s of artifact %s" % (MANIFEST_FILE, artifact_id))
     for name, expected in manifest.files.items():
         local = destination / name
-        try:
-            verify_file(local, name, expected)
-            continue  # a cached copy that still matches
-        except ArtifactError:
-            pass
+        if local.is_file():
+            try:
+                with observe.span(observe.VERIFY):
+                    verify_file(local, name, expected)
+                continue  # a cached copy that still matches
+            except ArtifactError:
+                pass
         local.parent.mkdir(parents=True, exist_ok=True)
         fd, staging = tempfile.mkstemp(dir=local.parent, prefix=".download-")
         os.close(fd)
         try:
-            digest = store.download(artifact_key(artifact_id, name), Path(staging))
-            verify_file(Path(staging), name, expected, sha256=digest)
+            with observe.span(observe.FETCH):
+                digest = store.download(artifact_key(artifact_id, name), Path(staging))
+            with observe.span(observe.VERIFY):
+                verify_file(Path(staging), name, expected, sha256=digest)
             os.replace(staging, local)
         finally:
             if os.path.exists(staging):

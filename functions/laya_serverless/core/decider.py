@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.layout import GRAPH_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
@@ -53,9 +54,10 @@ class Decider:
             verify_artifact(path)
         config = DecodeConfig.load(path)
         encoder = TextEncoder.from_artifact(path)
-        session = open_decision_session(path / GRAPH_FILE, device, threads=threads,
-                                        optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
-                                        placement=placement)
+        with observe.span(observe.SESSION):
+            session = open_decision_session(path / GRAPH_FILE, device, threads=threads,
+                                            optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
+                                            placement=placement)
         return cls(session, encoder, config)
 
     @classmethod

@@ -15,17 +15,20 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.decider import Decider
 from ..errors import RequestError, SettingsError
 from ..settings import Settings
+from .catalog import router as catalog_router
 from .deployment import Deployment, Reload, Revisions
 from .detect import analyse
+from .request_id import RequestIdFilter, RequestIdMiddleware
 from .routes import router
 from .routing import Detector, Registry
 from .sagemaker import router as sagemaker_router
 from .serving import Serving
-from .statuses import handle_refusal
+from .statuses import handle_framework_error, handle_refusal
 
 _log = logging.getLogger("laya_serverless")
 
@@ -72,10 +75,15 @@ def build_app(serve: Serving) -> FastAPI:
                   redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
     app.state.serving = serve
     app.add_exception_handler(RequestError, handle_refusal)
+    app.add_exception_handler(StarletteHTTPException, handle_framework_error)
     app.include_router(router)
+    app.include_router(catalog_router)
     app.include_router(sagemaker_router)  # /ping + /invocations: the GPU container's contract, everywhere
     if serve.settings.root_path:
         app.add_middleware(_RootPath, root_path=serve.settings.root_path)
+    app.add_middleware(RequestIdMiddleware)  # outermost: every answer, refusals and 404s included, carries the id
+    if not any(isinstance(f, RequestIdFilter) for f in _log.filters):
+        _log.addFilter(RequestIdFilter())
     return app
 
 

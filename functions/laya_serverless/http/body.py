@@ -1,16 +1,24 @@
-"""Reading a request body as the protocol does (§2.4): size cap, read deadline, content coding, JSON."""
+"""Reading a request body as the protocol does (§2.4): size cap, read deadline, content coding, JSON.
+
+A client that disconnects mid-body is logged in one line (no traceback) and refused with
+`ClientDisconnected`; nobody reads that answer.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
-from ..errors import BodyTimeout, MalformedRequest, TooLarge
+from ..errors import BodyTimeout, ClientDisconnected, MalformedRequest, TooLarge
 from .content_coding import decode_body
 from .limits import MAX_BODY_BYTES
+
+_log = logging.getLogger("laya_serverless")
 
 
 def declared_too_large(content_length: str | None) -> bool:
@@ -23,12 +31,13 @@ async def read_body(request: Request, timeout: float) -> bytes:
     """The raw body: 413 as soon as it passes the cap (chunked bodies too), 408 past the deadline."""
     if declared_too_large(request.headers.get("content-length")):
         raise TooLarge("request body too large")
+    received = [0]
 
     async def collect() -> bytes:
-        chunks, total = [], 0
+        chunks = []
         async for chunk in request.stream():
-            total += len(chunk)
-            if total > MAX_BODY_BYTES:
+            received[0] += len(chunk)
+            if received[0] > MAX_BODY_BYTES:
                 raise TooLarge("request body too large")
             chunks.append(chunk)
         return b"".join(chunks)
@@ -37,6 +46,9 @@ async def read_body(request: Request, timeout: float) -> bytes:
         return await asyncio.wait_for(collect(), timeout=timeout)
     except TimeoutError:
         raise BodyTimeout("request body was not received in time") from None
+    except ClientDisconnect:
+        _log.info("client disconnected after %d body bytes of %s %s", received[0], request.method, request.url.path)
+        raise ClientDisconnected("client disconnected before its body arrived") from None
 
 
 def parse_json(raw: bytes) -> Any:

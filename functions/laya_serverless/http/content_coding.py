@@ -1,6 +1,9 @@
 """Request-body content codings. The official Jev client zstd-compresses bodies of 1 KiB and more
 whenever zstd is importable, so `Content-Encoding: zstd` is accepted; the 2 MiB limit applies to
-the decoded body too, so a small compressed bomb cannot get around it."""
+the decoded body too, so a small compressed bomb cannot get around it.
+
+Exactly one frame is accepted: the official client sends one, and bytes after it (a second frame
+or garbage) would otherwise be silently ignored while the first frame's JSON is answered."""
 
 from __future__ import annotations
 
@@ -29,4 +32,6 @@ def decode_body(raw: bytes, content_encoding: str | None) -> bytes:
         raise TooLarge("request body too large")
     if not decompressor.eof:
         raise MalformedRequest("request body is not valid zstd data")
+    if decompressor.unused_data:
+        raise MalformedRequest("request body has data after its zstd frame; send exactly one frame")
     return bytes(body)

@@ -15,6 +15,7 @@ from . import limits
 from .deployment import Controls, Deployment
 from .jev import strict_projection, with_jev_confidence
 from .routing import Detector, Registry, resolve_model_field
+from .strict import narrowing_group
 from .tournament import plan, predict_with_tournament
 
 _SURROGATE_DETAIL = "request body contains an unpaired surrogate escape; those cannot be encoded as UTF-8"
@@ -28,7 +29,16 @@ class BatchControls:
 
 
 def choice_cap(settings: Settings) -> int:
-    return limits.MAX_TOURNAMENT_CHOICE_OPTIONS if settings.tournament_group else limits.MAX_CHOICE_OPTIONS
+    narrowing = settings.tournament_group or settings.jev_strict
+    return limits.MAX_TOURNAMENT_CHOICE_OPTIONS if narrowing else limits.MAX_CHOICE_OPTIONS
+
+
+def tournament_group(deployment: Deployment, settings: Settings, controls: Controls) -> int:
+    """The elimination group size (0: never narrow); strict mode narrows past the head window or 100."""
+    if not settings.jev_strict:
+        return settings.tournament_group
+    widths = [controls.max_len] if controls.max_len else [d.config.max_len for d in deployment.deciders.values()]
+    return narrowing_group(widths, settings.tournament_group)
 
 
 def _controls(body: dict[str, Any], registry: Registry, settings: Settings) -> Controls:
@@ -79,19 +89,20 @@ def _answer_state(deployment: Deployment, detect: Detector, settings: Settings, 
 def _answer_narrowed(deployment: Deployment, detect: Detector, settings: Settings, state: Any,
                      questions: dict[str, Any], controls: Controls) -> dict[str, Any]:
     return predict_with_tournament(lambda qs: _answer_state(deployment, detect, settings, state, qs, controls),
-                                   questions, settings.tournament_group)
+                                   questions, tournament_group(deployment, settings, controls))
 
 
 def answer_one(deployment: Deployment, detect: Detector, settings: Settings, body: dict[str, Any],
                controls: Controls) -> dict[str, Any]:
-    answer = _answer_narrowed if settings.tournament_group else _answer_state
+    answer = _answer_narrowed if tournament_group(deployment, settings, controls) else _answer_state
     return answer(deployment, detect, settings, body["state"], body["questions"], controls)
 
 
 def answer_batch(deployment: Deployment, detect: Detector, settings: Settings, body: dict[str, Any],
                  batch: BatchControls) -> list[dict[str, Any]]:
     states, questions, controls = body["states"], body["questions"], batch.controls
-    if settings.tournament_group and plan(questions, settings.tournament_group) is not None:
+    group = tournament_group(deployment, settings, controls)
+    if group and plan(questions, group) is not None:
         # Narrowing is per state: each state is answered on its own (batch_size has no effect).
         return [_answer_narrowed(deployment, detect, settings, s, questions, controls) for s in states]
     groups: dict[str, list[int]] = {}
@@ -111,12 +122,12 @@ def answer_batch(deployment: Deployment, detect: Detector, settings: Settings, b
     return results
 
 
-def shaped(result: dict[str, Any], strict: bool) -> dict[str, Any]:
+def shaped(result: dict[str, Any], strict: bool, confidence: str = "laya") -> dict[str, Any]:
     """One state's result as the wire carries it: the strict projection, or the full answer with Jev confidence."""
-    return strict_projection(result) if strict else with_jev_confidence(result)
+    return strict_projection(result, confidence) if strict else with_jev_confidence(result)
 
 
-def batch_response(results: list[dict[str, Any]], strict: bool) -> dict[str, Any]:
+def batch_response(results: list[dict[str, Any]], strict: bool, confidence: str = "laya") -> dict[str, Any]:
     total = {"input_tokens": sum(r["usage"]["input_tokens"] for r in results),
              "output_tokens": sum(r["usage"]["output_tokens"] for r in results)}
-    return {"results": [shaped(r, strict) for r in results], "total_usage": total}
+    return {"results": [shaped(r, strict, confidence) for r in results], "total_usage": total}

@@ -51,16 +51,25 @@ def with_jev_confidence(result: dict[str, Any]) -> dict[str, Any]:
     return {**result, "answers": shaped}
 
 
-def strict_projection(result: dict[str, Any]) -> dict[str, Any]:
+def _confidence(answer: dict[str, Any], formula: str) -> Any:
+    """Laya's `confidence` as decoded, or (formula "jev") TypeSafe Jev's over the answer's probabilities."""
+    if formula == "jev":
+        value = jev_confidence(answer)
+        if value is not None:
+            return round(value, 4)
+    return answer["confidence"]
+
+
+def strict_projection(result: dict[str, Any], confidence: str = "laya") -> dict[str, Any]:
     """Only the keys the strict Jev contract defines, in its order (`type` kept on every answer)."""
     answers: dict[str, Any] = {}
     for qid, answer in (result.get("answers") or {}).items():
         kind = answer.get("type") if isinstance(answer, dict) else None
         if kind == "choice":
-            answers[qid] = {"type": "choice", "choice": answer["choice"], "confidence": answer["confidence"],
+            answers[qid] = {"type": "choice", "choice": answer["choice"], "confidence": _confidence(answer, confidence),
                             "probabilities": answer["probabilities"]}
         elif kind == "score":
-            answers[qid] = {"type": "score", "score": answer["score"], "confidence": answer["confidence"],
+            answers[qid] = {"type": "score", "score": answer["score"], "confidence": _confidence(answer, confidence),
                             "probabilities": answer["probabilities"], "legend": answer["legend"]}
         elif kind == "noul":
             answers[qid] = {"type": "noul", "noul": answer["noul"]}

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
-from .body import read_json
+from . import strict, telemetry
 from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
 from .devices import device_report, preference_report
 from .serving import Serving, serving
@@ -18,6 +18,7 @@ Authorization = Annotated[str | None, Header()]
 
 
 def _timed(content: Any, elapsed_ms: float) -> JSONResponse:
+    telemetry.answered(content, elapsed_ms)
     stamp = "%.2f" % elapsed_ms
     return JSONResponse(content, headers={"Server-Timing": "inference;dur=" + stamp, "X-Inference-Time-Ms": stamp})
 
@@ -44,21 +45,21 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
 @router.post("/v1/systemone")
 async def systemone(request: Request, serve: ServingDep, authorization: Authorization = None) -> JSONResponse:
     """One state, many questions."""
-    async with serve.admitted(authorization) as deployment:
-        body = await read_json(request, serve.settings.body_read_timeout)
+    async with serve.received(request, authorization) as (deployment, body):
+        body = strict.prepared(body) if serve.settings.jev_strict else body
         controls = systemone_controls(body, serve.registry, serve.settings)
         result, elapsed = await serve.infer(controls.model, lambda: answer_one(
             deployment, serve.detect, serve.settings, body, controls))
-        return _timed(shaped(result, serve.settings.jev_strict), elapsed)
+        return _timed(shaped(result, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)
 
 
 @router.post("/v1/systemone/batch")
 async def systemone_batch(request: Request, serve: ServingDep,
                           authorization: Authorization = None) -> JSONResponse:
     """Many states, one shared question set."""
-    async with serve.admitted(authorization) as deployment:
-        body = await read_json(request, serve.settings.body_read_timeout)
+    async with serve.received(request, authorization) as (deployment, body):
+        body = strict.prepared(body) if serve.settings.jev_strict else body
         batch = batch_controls(body, serve.registry, serve.settings)
         results, elapsed = await serve.infer(batch.controls.model, lambda: answer_batch(
             deployment, serve.detect, serve.settings, body, batch))
-        return _timed(batch_response(results, serve.settings.jev_strict), elapsed)
+        return _timed(batch_response(results, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)

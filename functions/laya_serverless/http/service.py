@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
@@ -26,6 +27,7 @@ from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..errors import ArtifactError, DeviceUnavailable
 from ..settings import Settings
 from .app import create_app
+from .catalog import CATALOG_STATE, describe
 from .routing import Registry, canonical_name
 
 _log = logging.getLogger("laya_serverless")
@@ -42,10 +44,11 @@ class Loaded:
     deciders: dict[str, Decider] = field(default_factory=dict)
     revisions: dict[str, str | None] = field(default_factory=dict)
     fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    catalog: dict[str, dict[str, str]] = field(default_factory=dict)  # GET /v1/models entries
 
 
 def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-                    placement: Placement) -> tuple[Decider, Manifest]:
+                    placement: Placement) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
     artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
     refused = unproven_on_this_gpu(manifest, artifact_id, store, here)
@@ -53,13 +56,14 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
         raise DeviceUnavailable(refused)
     decider = Decider.from_artifact(path, threads=settings.threads, verify=False, device=settings.device,
                                     cpu_retry=cpu_retry_proven(manifest), placement=placement)
-    return decider, manifest
+    return decider, manifest, artifact_id
 
 
 def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-              placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None]:
+              placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
     if settings.device != CPU:
-        return (*_load_on_device(store, stored, settings, cache, here, placement), None)
+        decider, manifest, artifact_id = _load_on_device(store, stored, settings, cache, here, placement)
+        return decider, manifest, None, artifact_id
     artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
     refused = unproven_here(manifest, artifact_id, store, here)
     fallback = None
@@ -74,7 +78,7 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
                                 % (refused, FALLBACK_TARGET, exc)) from exc
         fallback = {"served": FALLBACK_TARGET, "reason": refused}
     decider = Decider.from_artifact(path, threads=settings.threads, verify=False)  # fetch verified every file
-    return decider, manifest, fallback
+    return decider, manifest, fallback, artifact_id
 
 
 def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Loaded:
@@ -87,8 +91,10 @@ def load_deciders(settings: Settings, s3_client: Any = None, placement: Placemen
     loaded = Loaded()
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
-        decider, manifest, fallback = _load_one(store, stored, settings, cache, here, placement)
+        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement)
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
+        loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
+        _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
         if fallback is not None:
             loaded.fallbacks[key] = fallback
     return loaded
@@ -100,13 +106,18 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
         loaded = load_deciders(settings, s3_client, placement)
     except ArtifactError as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
+        observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         return create_app({}, settings, unavailable=str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE)
+    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
+        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         again = load_deciders(settings, s3_client, placement)
         return again.deciders, again.revisions
 
     extra = {name: name for name in loaded.deciders if name not in Registry().sources}
-    return create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
-                      inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+    app = create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
+                     inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+    setattr(app.state, CATALOG_STATE, loaded.catalog)
+    return app

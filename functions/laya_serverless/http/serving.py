@@ -1,9 +1,10 @@
 """What every route depends on: settings, the deployment, auth, admission, the inference lock, the idle clock.
 
 One `Serving` per app, injected into the routes with `Depends(serving)`; tests override it or
-build it around fake deciders. Admission refuses at once when every slot is taken (503); the
-inference lock queues: exactly one routing + forward + decode runs at a time, on a worker thread
-(or inline, on Lambda, which holds one event per instance).
+build it around fake deciders. A decision body is read before admission, under the reading gate
+(`admission`), so slow senders never hold a slot. Admission refuses at once when every slot is
+taken (503); the inference lock queues: exactly one routing + forward + decode runs at a time, on
+a worker thread (or inline, on Lambda, which holds one event per instance).
 """
 
 from __future__ import annotations
@@ -14,17 +15,24 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from fastapi import Request
 
+from .. import observe
 from ..errors import NotReady, Overloaded, Unauthenticated
 from ..settings import Settings
+from .admission import BUSY, READERS_PER_SLOT, ReadingGate
+from .body import read_json
 from .deployment import Deployment
 from .routing import Detector, Registry
 from .statuses import refusal_from
 
 T = TypeVar("T")
+# RFC 9110 §5.5: a field value has no leading or trailing whitespace. uvicorn (h11) already drops it,
+# API Gateway events do not, so the app trims it itself and both paths agree.
+_OWS = " \t"
 
 
 class Serving:
@@ -41,12 +49,19 @@ class Serving:
         self._admission: asyncio.Semaphore | None = None
         self._inference_lock: asyncio.Lock | None = None
         self.last_activity = time.monotonic()
+        self.reading_gate = ReadingGate(settings.max_concurrent * READERS_PER_SLOT, settings.max_reads_per_client)
 
     def authorized(self, header: str | None) -> bool:
         """Exactly `Bearer <key>`, compared in constant time over bytes (any header value is a 401, never a 500)."""
         if self._expected is None:
             return True
-        return hmac.compare_digest((header or "").encode("utf-8", "surrogateescape"), self._expected)
+        supplied = (header or "").strip(_OWS).encode("utf-8", "surrogateescape")
+        return hmac.compare_digest(supplied, self._expected)
+
+    def rekey(self, api_key: str) -> None:
+        """Check bearers against `api_key` from now on (a SnapStart restore re-reads the secret)."""
+        self.settings = replace(self.settings, api_key=api_key)
+        self._expected = b"Bearer " + api_key.encode("utf-8", "surrogateescape")
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -68,10 +83,23 @@ class Serving:
         if self._admission is None:
             self._admission = asyncio.Semaphore(self.settings.max_concurrent)
         if self._admission.locked():
-            raise Overloaded("server busy, try again later")
+            raise Overloaded(BUSY)
         async with self._admission:
             self.touch()
             yield self.deployment
+
+    @asynccontextmanager
+    async def received(self, request: Request, authorization: str | None) -> AsyncIterator[tuple[Deployment, Any]]:
+        """Auth, readiness, the body read under the reading gate, then an admission slot; yields the body's JSON."""
+        if not self.authorized(authorization):
+            raise Unauthenticated("invalid or missing bearer token")
+        if self.deployment is None:
+            raise NotReady(self.unavailable or "not ready")
+        self.touch()
+        with self.reading_gate.reading_for(request.client.host if request.client else "-"):
+            body = await read_json(request, self.settings.body_read_timeout)
+        async with self.admitted(authorization) as deployment:
+            yield deployment, body
 
     async def infer(self, model: Any, work: Callable[[], T]) -> tuple[T, float]:
         """Run `work` under the inference lock; (its result, elapsed ms from lock acquired to worker returned)."""
@@ -80,10 +108,11 @@ class Serving:
         async with self._inference_lock:
             started = time.perf_counter()
             try:
-                if self.inline_inference:
-                    result = work()
-                else:
-                    result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
+                with observe.span(observe.INFERENCE):
+                    if self.inline_inference:
+                        result = work()
+                    else:
+                        result = await asyncio.get_running_loop().run_in_executor(self._pool, work)
             except Exception as exc:  # never leak paths, weights or tracebacks to a client
                 raise refusal_from(exc, model) from None
             finally:

@@ -1,0 +1,51 @@
+"""`GET /v1/models`: the deployed checkpoints, in the shape the official Jev client reads.
+
+`{"models": [{"name", "description", "release_date"}]}`, one entry per deployed checkpoint, by the
+name a request's `model` field pins it with. The release date is the artifact manifest's
+`created` date when it records one, else the day this process loaded the artifact (artifacts
+record no publish date yet). With a key set the route needs the bearer, like the decision routes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+
+from ..artifact.manifest import Manifest
+from ..errors import NotReady, Unauthenticated
+from .serving import Serving, serving
+
+router = APIRouter()
+CATALOG_STATE = "model_catalog"
+
+
+def describe(name: str, stored: str, artifact_id: str, manifest: Manifest,
+             today: dt.date | None = None) -> dict[str, str]:
+    """One `/v1/models` entry for a loaded artifact."""
+    created = manifest.raw.get("created")
+    day = created[:10] if isinstance(created, str) and len(created) >= 10 else (today or dt.date.today()).isoformat()
+    revision = manifest.revision
+    return {"name": name,
+            "description": "Laya typed decisions (choice, score, noul): checkpoint %s, target %s, artifact %s%s"
+                           % (stored, manifest.target, artifact_id[:12],
+                              ", revision %s" % revision[:12] if revision else ""),
+            "release_date": day}
+
+
+def entries(names: list[str], catalog: dict[str, dict[str, str]]) -> list[dict[str, str]]:
+    today = dt.date.today().isoformat()
+    return [catalog.get(name) or {"name": name, "description": "Laya typed decisions: checkpoint %s" % name,
+                                  "release_date": today} for name in names]
+
+
+@router.get("/v1/models")
+def list_models(request: Request, serve: Annotated[Serving, Depends(serving)],
+                authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    """The deployed checkpoints a request may pin with `model` (omit it, or send `jev-latest`, to auto-route)."""
+    if not serve.authorized(authorization):
+        raise Unauthenticated("invalid or missing bearer token")
+    if serve.deployment is None:
+        raise NotReady(serve.unavailable or "not ready")
+    return {"models": entries(serve.deployment.names, getattr(request.app.state, CATALOG_STATE, {}))}

@@ -1,0 +1,128 @@
+"""Strict Jev mode (`LAYA_JEV_STRICT`): the TypeSafe Jev contract where it differs from upstream's rows.
+
+Default mode answers exactly what upstream `laya-serve` answers. Strict mode follows the Jev
+spec that the official client and `jevcompat` check:
+
+- a validation failure is a 422 whose `detail` is a list of `{"loc": ["body", ...], "msg", "type"}`;
+  every other refusal is `{"detail": {"error_type": ..., "message": ...}}` (statuses decides the code);
+- a question without `instructions` (the Jev schema makes them optional) is asked with a neutral
+  default; an empty question set is refused;
+- a choice takes 2-255 options: past the head window (the options whose markers surely fit in
+  `max_len`) or 100, it is narrowed by elimination (`tournament`);
+- `confidence` is Laya's (normalized entropy, the default) or, with `LAYA_JEV_CONFIDENCE=jev`,
+  Jev's formula over the probabilities.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ..errors import (
+    BodyTimeout,
+    ClientDisconnected,
+    InferenceFailed,
+    InvalidRequest,
+    MalformedEvent,
+    MalformedRequest,
+    NotReady,
+    Overloaded,
+    RequestError,
+    TooLarge,
+    Unauthenticated,
+    UnsupportedEncoding,
+)
+from .limits import MAX_CHOICE_OPTIONS
+
+DEFAULT_INSTRUCTIONS = {
+    "noul": "Does the statement hold for this state?",
+    "choice": "Which option fits this state best?",
+    "score": "Which level fits this state best?",
+}
+EMPTY_QUESTIONS = "'questions' must hold at least one question"
+ERROR_TYPES: dict[type[RequestError], str] = {
+    MalformedEvent: "invalid_request_error",
+    Unauthenticated: "authentication_error",
+    TooLarge: "request_too_large",
+    BodyTimeout: "request_timeout",
+    UnsupportedEncoding: "unsupported_media_type",
+    ClientDisconnected: "client_disconnected",
+    Overloaded: "overloaded_error",
+    NotReady: "service_unavailable",
+    InferenceFailed: "internal_error",
+}
+# Option markers per choice that fit `max_len` at the per-option floor of 4 tokens (protocol §6.4):
+# the last marker sits at most at 2 + 8 + 4·(n-1), and must sit below max_len.
+_MARKER_FLOOR, _HEAD_BEFORE_SLOTS = 4, 10
+_FIELDS = ("max_len", "head_max_len", "lang_guess", "lang", "min_confidence", "batch_size", "sort_by_length",
+           "diagnostics", "hooks", "on_predict_start", "on_predict_end")
+_QUOTED_FIELD = re.compile(r"^'(\w+)'")
+_QUESTION = re.compile(r"^(?:score )?question ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+def is_validation(error: RequestError) -> bool:
+    return isinstance(error, MalformedRequest | InvalidRequest) and not isinstance(error, MalformedEvent)
+
+
+def location(detail: str) -> list[Any]:
+    """Where in the body a refusal's message points, as FastAPI's `loc`: ["body", field, ...]."""
+    found = _QUESTION.match(detail)
+    if found:
+        qid = ast.literal_eval(found.group(1))
+        return ["body", "questions", qid] if isinstance(qid, str) and qid.isprintable() else ["body", "questions"]
+    if detail.startswith("question id"):
+        return ["body", "questions"]
+    quoted = _QUOTED_FIELD.match(detail)
+    if quoted:
+        return ["body", quoted.group(1)]
+    if detail.startswith("unknown model") or detail.startswith("checkpoint"):
+        return ["body", "model" if "omit model" in detail or detail.startswith("checkpoint") else "task"]
+    field = next((f for f in _FIELDS if re.match(r"^(a )?%s\b" % f, detail)), None)
+    return ["body", field] if field else ["body"]
+
+
+def _kind(detail: str) -> str:
+    if detail.startswith("request body must be valid JSON"):
+        return "json_invalid"
+    if "is required" in detail or "must be an object with" in detail:
+        return "missing"
+    if "at least one" in detail:
+        return "too_short"
+    return "value_error"
+
+
+def error_body(error: RequestError) -> dict[str, Any]:
+    """The strict body of a refusal: a validation list, or the error-type object."""
+    if is_validation(error):
+        return {"detail": [{"loc": location(error.detail), "msg": error.detail, "type": _kind(error.detail)}]}
+    kind = next((ERROR_TYPES[k] for k in type(error).__mro__ if k in ERROR_TYPES), "api_error")
+    return {"detail": {"error_type": kind, "message": error.detail}}
+
+
+def prepared(body: Any) -> Any:
+    """The body with default instructions where a question has none; an empty question set refused."""
+    if not isinstance(body, dict) or not isinstance(body.get("questions"), dict):
+        return body
+    if not body["questions"]:
+        raise InvalidRequest(EMPTY_QUESTIONS)
+    questions = {}
+    for qid, question in body["questions"].items():
+        if isinstance(question, dict) and question.get("instructions") is None \
+                and question.get("type") in DEFAULT_INSTRUCTIONS:
+            question = {**question, "instructions": DEFAULT_INSTRUCTIONS[question["type"]]}
+        questions[qid] = question
+    return {**body, "questions": questions}
+
+
+def head_window(max_len: int) -> int:
+    """Options of one choice whose markers surely fit a row of `max_len` tokens, however long their text."""
+    return max(2, (max_len - _HEAD_BEFORE_SLOTS + _MARKER_FLOOR - 1) // _MARKER_FLOOR)
+
+
+def narrowing_group(max_lens: Iterable[int], configured: int) -> int:
+    """The tournament group in strict mode: the configured one, else 100 or the smallest head window."""
+    if configured:
+        return configured
+    return min([MAX_CHOICE_OPTIONS, *(head_window(n) for n in max_lens)])

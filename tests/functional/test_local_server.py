@@ -1,0 +1,81 @@
+"""`laya-serverless serve`'s uvicorn configuration on 127.0.0.1: header deadline, keep-alive, header size."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+
+from laya_serverless.http.app import create_app
+from laya_serverless.http.routing import Registry
+from laya_serverless.server import MAX_HEADER_BYTES, uvicorn_config
+from laya_serverless.settings import Settings
+from tests.functional.test_app_fast import fake_decider
+
+HEADER_TIMEOUT, KEEP_ALIVE = 0.5, 1.0
+
+
+@pytest.fixture(scope="module")
+def address() -> Iterator[tuple[str, int]]:
+    settings = Settings(default_model="english", header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
+    app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(app, settings, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield "127.0.0.1", port
+    server.should_exit = True
+    thread.join(timeout=5)
+
+
+def _closed_after(sock: socket.socket, limit: float) -> tuple[float, bytes]:
+    """Seconds until the server closed `sock` (reading whatever it sent first), at most `limit`."""
+    sock.settimeout(limit)
+    started, received = time.monotonic(), b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except TimeoutError:
+        return limit, received
+    return time.monotonic() - started, received
+
+
+def test_a_silent_connection_is_closed_at_the_header_deadline(address: tuple[str, int]) -> None:
+    with socket.create_connection(address) as sock:
+        waited, received = _closed_after(sock, 5)
+    assert HEADER_TIMEOUT * 0.8 <= waited < 3 and received == b""
+
+
+def test_a_trickled_request_line_does_not_reset_the_deadline(address: tuple[str, int]) -> None:
+    with socket.create_connection(address) as sock:
+        started = time.monotonic()
+        for piece in (b"GET /hea", b"lth HTTP/1.1\r\n", b"Host: x\r\n"):
+            sock.sendall(piece)
+            time.sleep(0.2)
+        waited, _ = _closed_after(sock, 5)
+    assert time.monotonic() - started < 3 and waited < 3
+
+
+def test_an_idle_keep_alive_connection_is_closed(address: tuple[str, int]) -> None:
+    with socket.create_connection(address) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        waited, received = _closed_after(sock, 5)
+    assert received.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in received
+    assert KEEP_ALIVE * 0.8 <= waited < 4
+
+
+def test_headers_that_never_end_are_refused_past_the_size_bound(address: tuple[str, int]) -> None:
+    with socket.create_connection(address) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES + 10))
+        _, received = _closed_after(sock, 5)
+    assert received.startswith(b"HTTP/1.1 400")

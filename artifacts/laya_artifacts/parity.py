@@ -31,6 +31,8 @@ from laya_serverless.questions import parse_questions
 from .gate_corpus import SPLITS, split_for
 
 TOLERANCES = {"cpu-fp32": 1e-4, "cpu-int8": 0.02, "cuda-fp16": 0.02}
+# One session thread: the gate is no benchmark, and ORT's spinning pool on a shared core slowed it 2x here.
+GATE_THREADS = 1
 
 
 @dataclass
@@ -290,7 +292,7 @@ def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, spli
 
 
 def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,
-             repeat: bool = True, threads: int | None = None) -> GateReport:
+             repeat: bool = True, threads: int | None = GATE_THREADS) -> GateReport:
     """Gate the artifact in `artifact_dir` (not yet published, so not verified by manifest) against `goldens`."""
     decider = Decider.from_artifact(artifact_dir, verify=False, threads=threads)
     return gate_decider(decider, goldens, target, splits=splits, repeat=repeat)

@@ -1,7 +1,8 @@
-"""One build: checkpoint -> export -> (quantize) -> offline optimization -> parity gate -> manifest.
+"""One build: checkpoint -> gate corpus recorded -> export -> (precision search) -> parity gate -> manifest.
 
 The manifest, which makes an artifact loadable and publishable, is written only after the gate
-passed. A failed build keeps its report next to the files and raises `GateFailed`.
+passed on both splits of the corpus. A failed build keeps its report next to the files and raises
+`GateFailed`.
 """
 
 from __future__ import annotations
@@ -10,38 +11,24 @@ import json
 import platform
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.artifact.layout import GRAPH_FILE, MANIFEST_FILE, TOKENIZER_FILE, DecodeConfig, copy_decode_config
+from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, MANIFEST_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
+from laya_serverless.artifact.platform import cpu_profile
 from laya_serverless.errors import GateFailed
 
 from .export import OPSET, export_checkpoint
-from .goldens import GOLDENS_FILE, record_goldens, weights_sha256
-from .parity import TOLERANCES, GateReport, run_gate
-from .quantize import INT8_LADDER, OPTIMIZATION_LEVEL, optimize_offline, quantize_int8
+from .gate_corpus import builtin_cases, read_gate_cases
+from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from .parity import TOLERANCES, GateReport, corpus_info, run_gate
+from .quantize import OPTIMIZATION_LEVEL
+from .search import CANDIDATE_NAMES, MIN_SPEEDUP, SEARCH_THREADS, precision_search, prepare_artifact
 
 TARGETS = ("cpu-int8", "cpu-fp32")
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
-_ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
-              "amx_int8", "amx_bf16")
-
-
-def cpu_profile() -> dict[str, Any]:
-    """The build machine's CPU family and ISA: int8 results differ between CPUs with and without VNNI."""
-    flags: set[str] = set()
-    model = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-            elif line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return {"machine": platform.machine(), "model": model, "isa": [f for f in _ISA_FLAGS if f in flags]}
 
 
 def tool_versions() -> dict[str, str]:
@@ -68,7 +55,8 @@ def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, An
         "graph": {"format": "onnx", "opset": OPSET, "exporter": "torch.onnx.export (TorchScript)",
                   "torch": version("torch"), "onnx": version("onnx"),
                   "optimized_offline": {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}},
-        "precision": {"weights": "int8", "recipe": recipe} if recipe else {"weights": "fp32"},
+        "precision": ({"weights": "int8" if recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only",
+                       "recipe": recipe} if recipe else {"weights": "fp32"}),
         "shape_policy": {"rows": "dynamic", "tokens": "dynamic", "options": "dynamic, at least 2 columns",
                          "max_len": decode.max_len, "head_max_len": decode.head_max_len},
         "build_cpu": cpu_profile(),
@@ -77,13 +65,12 @@ def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, An
 
 def write_manifest(artifact_dir: Path, configuration: dict[str, Any], report: GateReport,
                    goldens_sha256: str) -> Path:
+    """The manifest, last: the configuration, the full gate report (both splits, corpus, search), file hashes."""
     files = sorted(p for p in artifact_dir.iterdir() if p.is_file() and p.name != MANIFEST_FILE)
     manifest = {
         "schema": SCHEMA,
         "configuration": configuration,
-        "parity": {**{k: v for k, v in report.as_dict().items() if k not in ("near_tie_flips", "hard_mismatches")},
-                   "near_tie_flips": len(report.near_tie_flips), "hard_mismatches": len(report.hard_mismatches),
-                   "goldens_sha256": goldens_sha256, "reference": "upstream laya on PyTorch CPU FP32"},
+        "parity": {**report.as_dict(), "goldens_sha256": goldens_sha256},
         "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files},
         "tools": tool_versions(),
     }
@@ -92,62 +79,98 @@ def write_manifest(artifact_dir: Path, configuration: dict[str, Any], report: Ga
     return path
 
 
-def _gate_candidate(graph: Path, raw: Path, out_dir: Path, target: str, goldens: dict[str, Any]) -> GateReport:
-    """Optimize `graph` into `out_dir` beside the tokenizer and decode config, then gate it."""
-    optimize_offline(graph, out_dir / GRAPH_FILE)
-    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
-    copy_decode_config(raw, out_dir, optimized_offline=True)
-    return run_gate(out_dir, goldens, target)
+def _goldens_for(checkpoint_dir: Path, name: str, revision: str | None, goldens_path: Path | None,
+                 user_cases: list[dict[str, Any]], progress: Callable[[str], None]) -> dict[str, Any]:
+    if goldens_path is None:
+        cases = builtin_cases() + user_cases
+        progress("1/4 recording the gate corpus with upstream laya (PyTorch CPU FP32): %d cases, %d rows%s"
+                 % (len(cases), sum(len(c["questions"]) for c in cases),
+                    ", %d of them yours" % len(user_cases) if user_cases else ""))
+        return record_goldens(Path(checkpoint_dir), name, revision, cases=cases, progress=progress)
+    progress("1/4 reading goldens from %s" % goldens_path)
+    goldens = load_goldens(Path(goldens_path))
+    if goldens.get("checkpoint", {}).get("weights_sha256") != weights_sha256(Path(checkpoint_dir)):
+        progress("    note: the goldens were recorded from other weights than %s" % checkpoint_dir)
+    if user_cases:
+        progress("    recording your %d gate cases with upstream laya" % len(user_cases))
+        goldens = merge_goldens(goldens, record_goldens(Path(checkpoint_dir), name, revision, cases=user_cases))
+    return goldens
+
+
+def _fail_report(target: str, goldens: dict[str, Any], search: dict[str, Any], note: str) -> GateReport:
+    return GateReport(target=target, tolerance=TOLERANCES[target], corpus=corpus_info(goldens), search=search,
+                      notes=[note])
 
 
 def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
                    revision: str | None = None, goldens_path: Path | None = None,
+                   gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
+                   exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
                    progress: Callable[[str], None] = lambda _m: None) -> tuple[Path, GateReport]:
-    """Build, gate and describe one (checkpoint, target) configuration in `out_dir`."""
+    """Build, gate and describe one (checkpoint, target) configuration in `out_dir`.
+
+    The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
+    before anything is exported), recorded with upstream now unless `goldens_path` holds it already.
+    cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search.py`) on the
+    selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
+    a candidate must be; 0 lifts it), then checks the chosen configuration once
+    on both splits; when nothing passes, or confirmation fails, `GateFailed` is raised (its report
+    carries the search) and the caller may build cpu-fp32 instead.
+    """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
+    if candidates:
+        unknown = sorted(set(candidates) - set(CANDIDATE_NAMES))
+        if unknown:
+            raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown),
+                                                                         ", ".join(CANDIDATE_NAMES)))
+    user_cases = [case for path in gate_cases for case in read_gate_cases(path)]  # refused before any work
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError("%s is not empty; builds never overwrite an artifact" % out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     name = name or Path(checkpoint_dir).name
-    if goldens_path is None:
-        progress("1/4 recording goldens with upstream laya (PyTorch CPU FP32)")
-        goldens = record_goldens(Path(checkpoint_dir), name, revision)
-    else:
-        progress("1/4 reading goldens from %s" % goldens_path)
-        goldens = json.loads(Path(goldens_path).read_text(encoding="utf-8"))
-    attempts: list[dict[str, Any]] = []
+    goldens = _goldens_for(Path(checkpoint_dir), name, revision, goldens_path, user_cases, progress)
+    out_dir.mkdir(parents=True, exist_ok=True)
     recipe: dict[str, Any] | None = None
+    tolerance = TOLERANCES[target]
     with tempfile.TemporaryDirectory(prefix="laya-build-") as scratch:
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
         export_checkpoint(checkpoint_dir, raw)
         if target == "cpu-fp32":
-            progress("3/4 optimizing offline (%s), gating at tolerance %g" % (OPTIMIZATION_LEVEL, TOLERANCES[target]))
-            report = _gate_candidate(raw / GRAPH_FILE, raw, out_dir, target, goldens)
+            progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL,
+                                                                                          tolerance))
+            prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
+            report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
         else:
-            for rung in INT8_LADDER:
-                progress("3/4 int8 recipe %r: quantizing, optimizing offline, gating at tolerance %g"
-                         % (rung.name, TOLERANCES[target]))
-                graph = Path(scratch) / ("int8-%s.onnx" % rung.name)
-                recipe = quantize_int8(raw / GRAPH_FILE, graph, rung)
-                report = _gate_candidate(graph, raw, out_dir, target, goldens)
-                attempts.append({"recipe": rung.name, "passed": report.passed,
-                                 "max_probability_error": report.max_probability_error,
-                                 "max_action_error": report.max_action_error,
-                                 "hard_mismatches": len(report.hard_mismatches)})
-                progress("    max |dp| %.4f, max |d act| %.4f: %s" % (
-                    report.max_probability_error, report.max_action_error, "passed" if report.passed else "failed"))
-                if report.passed:
-                    break
-    decode = DecodeConfig.load(out_dir)
-    (out_dir / REPORT_JSON).write_text(json.dumps(dict(report.as_dict(), recipe_attempts=attempts), indent=2) + "\n",
-                                       encoding="utf-8")
+            progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
+            result = precision_search(raw / GRAPH_FILE, raw, Path(scratch), goldens, target, candidates=candidates,
+                                      exhaustive=exhaustive_search, min_speedup=min_speedup, progress=progress)
+            if result.chosen is None:
+                report = _fail_report(target, goldens, result.record, "nothing to confirm: %s; build cpu-fp32"
+                                      % result.record["why"])
+            else:
+                chosen = result.chosen
+                for path in chosen.directory.iterdir():
+                    shutil.copy(path, out_dir / path.name)
+                recipe = chosen.recipe
+                progress("    confirming %s once on both splits (confirmation unseen until now)"
+                         % chosen.candidate.name)
+                report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+                report.search = result.record
+                if not report.passed:
+                    report.notes.append(
+                        "%s passed selection but not this check; the int8 target fails rather than trying the "
+                        "next-fastest candidate on confirmation (that would make confirmation a second selection "
+                        "set); build cpu-fp32" % chosen.candidate.name)
+    decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
+    (out_dir / REPORT_JSON).write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
     (out_dir / REPORT_TEXT).write_text(report.table() + "\n", encoding="utf-8")
     progress(report.table())
-    if not report.passed:
-        raise GateFailed("the parity gate failed for %s; report: %s" % (out_dir, out_dir / REPORT_TEXT), report)
+    if not report.passed or decode is None:
+        reason = report.notes[-1] if report.notes else "see the report"
+        raise GateFailed("the parity gate failed for %s (%s); report: %s" % (out_dir, reason, out_dir / REPORT_TEXT),
+                         report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}

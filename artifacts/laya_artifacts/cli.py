@@ -39,9 +39,20 @@ def resolve_checkpoint(reference: str, revision: str | None) -> tuple[Path, str,
     return (path / subfolder if subfolder else path), reference, path.name
 
 
+def _candidates(value: str | None) -> list[str] | None:
+    return [name.strip() for name in value.split(",") if name.strip()] if value else None
+
+
 def _build(args: argparse.Namespace) -> int:
     from .build import GateFailed, build_artifact
     from .cuda import CUDA_TARGETS, build_cuda_artifact
+    from .gate_corpus import GateCasesError, read_gate_cases
+
+    try:  # users' rows are refused before anything else happens
+        for path in args.gate_cases:
+            read_gate_cases(path)
+    except GateCasesError as exc:
+        return _fail(str(exc))
 
     try:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
@@ -51,12 +62,16 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:
-        builder = build_cuda_artifact if args.target in CUDA_TARGETS else build_artifact
-        artifact, _ = builder(checkpoint, args.target, out, name=args.name or name, revision=revision,
-                              goldens_path=args.goldens, progress=_progress)
-    except GateFailed as exc:
-        return _fail(str(exc))
-    except FileExistsError as exc:
+        if args.target in CUDA_TARGETS:
+            artifact, _ = build_cuda_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
+                                              goldens_path=args.goldens, progress=_progress)
+        else:
+            artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
+                                         goldens_path=args.goldens, gate_cases=args.gate_cases,
+                                         candidates=_candidates(args.candidates),
+                                         exhaustive_search=args.exhaustive_search, min_speedup=args.min_speedup,
+                                         progress=_progress)
+    except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
     if args.publish:
@@ -69,22 +84,35 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _goldens(args: argparse.Namespace) -> int:
+    from .gate_corpus import GateCasesError, gate_corpus
     from .goldens import record_goldens, write_goldens
 
+    try:
+        cases = gate_corpus(args.gate_cases)
+    except GateCasesError as exc:
+        return _fail(str(exc))
     checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
-    path = write_goldens(record_goldens(checkpoint, args.name or name, revision), Path(args.out))
-    _progress("wrote %s" % path)
+    _progress("recording %d cases (%d question rows) with upstream laya" % (len(cases),
+                                                                          sum(len(c["questions"]) for c in cases)))
+    goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=_progress)
+    path = write_goldens(goldens, Path(args.out))
+    summary = goldens["corpus"]["summary"]
+    _progress("wrote %s: %d cases, %d rows (%s), corpus sha256 %s" % (
+        path, summary["cases"], summary["rows"],
+        ", ".join("%s %d" % kv for kv in sorted(summary["rows_by_split"].items())), goldens["corpus"]["sha256"]))
     return 0
 
 
 def _parity(args: argparse.Namespace) -> int:
     from laya_serverless.artifact.layout import DecodeConfig
 
+    from .gate_corpus import SPLITS
     from .goldens import load_goldens
     from .parity import run_gate
 
     DecodeConfig.load(Path(args.artifact))  # a clear error for a directory that is not an artifact
-    report = run_gate(Path(args.artifact), load_goldens(Path(args.goldens)), args.target)
+    splits = tuple(args.split) if args.split else SPLITS
+    report = run_gate(Path(args.artifact), load_goldens(Path(args.goldens)), args.target, splits=splits)
     print(report.table())
     return 0 if report.passed else 1
 
@@ -158,6 +186,8 @@ def parser() -> argparse.ArgumentParser:
     from .build import TARGETS as CPU_TARGETS
     from .checkpoints import KINDS
     from .cuda import CUDA_TARGETS
+    from .gate_corpus import SPLITS
+    from .search import CANDIDATE_NAMES, MIN_SPEEDUP
 
     TARGETS = (*CPU_TARGETS, *CUDA_TARGETS)  # cuda-* build and gate only on a machine with an NVIDIA GPU
 
@@ -169,7 +199,17 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--target", choices=TARGETS, default="cpu-int8")
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
     build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")
-    build.add_argument("--goldens", help="golden file to gate against (default: record them now with upstream)")
+    build.add_argument("--goldens", help="golden file to gate against (default: record the corpus now with upstream)")
+    build.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
+                       help="your own gate cases, one JSON object per line (state, questions, optional id, "
+                            "controls, split); repeatable; recorded with upstream and gated like the corpus")
+    build.add_argument("--candidates", metavar="NAME[,NAME]",
+                       help="cpu-int8: search only these candidates (%s)" % ", ".join(CANDIDATE_NAMES))
+    build.add_argument("--exhaustive-search", action="store_true",
+                       help="cpu-int8: gate every candidate on selection, not only until the fastest passes")
+    build.add_argument("--min-speedup", type=float, default=MIN_SPEEDUP, metavar="X",
+                       help="cpu-int8: a candidate must be X times as fast as FP32 on this machine "
+                            "(default %(default)s; 0 lifts the rule)")
     build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.set_defaults(run=_build)
@@ -178,11 +218,15 @@ def parser() -> argparse.ArgumentParser:
     goldens.add_argument("--revision")
     goldens.add_argument("--name")
     goldens.add_argument("--out", required=True, help="directory for goldens.json")
+    goldens.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
+                         help="your own gate cases added to the built-in corpus (repeatable)")
     goldens.set_defaults(run=_goldens)
-    parity = commands.add_parser("parity", help="gate an artifact against golden rows")
+    parity = commands.add_parser("parity", help="gate an artifact against golden rows (no torch needed)")
     parity.add_argument("artifact")
     parity.add_argument("--goldens", required=True)
     parity.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    parity.add_argument("--split", action="append", choices=SPLITS,
+                        help="replay only this split (repeatable; default: both, and both must pass)")
     parity.set_defaults(run=_parity)
     pub = commands.add_parser("publish", help="publish a built artifact to a store")
     pub.add_argument("artifact")

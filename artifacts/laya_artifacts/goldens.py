@@ -1,9 +1,14 @@
 """Golden rows recorded from upstream laya on PyTorch CPU FP32: the reference every build is gated against.
 
-A golden file holds, per case, the inputs, the token ids and markers of each row, the raw option
-logits and action probabilities, the temperature-scaled probabilities, and upstream's answers;
-plus the upstream versions and the checkpoint's revision and weight hash. Replaying it needs no
-torch, so the gate can run on the machine that will serve.
+A golden file (format 2) holds the gate corpus (`gate_corpus`: its version, sha256 and counts) and,
+per case, the inputs (id, split, source, language, state, questions, controls), a sha256 of each
+row's token ids with its length and markers, the raw option logits and the action probabilities;
+the questions upstream refuses on this checkpoint's budget are kept with upstream's message (the
+runtime must refuse them with the same words). Plus the upstream versions, the CPU family and the
+checkpoint's revision and weight hash. Replaying it needs no torch, so the gate can run on the
+machine that will serve.
+
+Format 1 (the 13 fixed cases, full token ids and upstream's answers) still replays.
 """
 
 from __future__ import annotations
@@ -11,10 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 GOLDENS_FILE = "goldens.json"
+GOLDENS_FORMAT = 2
+RECORD_THREADS = 1
 _LONG_TEXT = " ".join(["The customer reports a double charge on the March invoice and asks for a refund."] * 40)
 _CONVERSATION = [{"role": "user" if i % 2 == 0 else "agent", "content": "message %d about the late parcel" % i}
                  for i in range(60)] + [{"role": "user", "content": "I want to cancel now, this is the last straw."}]
@@ -95,45 +104,154 @@ def weights_sha256(checkpoint_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def record_goldens(checkpoint_dir: Path, name: str, revision: str | None = None) -> dict[str, Any]:
-    """Run upstream laya on PyTorch CPU FP32 over the golden set."""
-    import laya
+def token_digest(ids: Sequence[int]) -> str:
+    """What a golden row keeps of its token ids: enough to prove them identical, at 16 bytes a row."""
+    return hashlib.sha256(json.dumps([int(i) for i in ids]).encode()).hexdigest()[:32]
+
+
+def _f32(value: Any) -> float:
+    """The shortest decimal that reads back as the same float32 (a third of the repr of its double)."""
     import numpy as np
+
+    return float(str(np.float32(value)))
+
+
+def _encode_case(agent: Any, case: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]], dict[str, str]]:
+    """(accepted question ids, upstream's encoded rows for them, {qid: refusal message}) for one case."""
+    questions = case["questions"]
+    for qid, definition in questions.items():
+        agent._check_question(qid, definition)  # upstream's own validation, before any encoding
+    internal = {qid: agent._to_internal(definition) for qid, definition in questions.items()}
+    try:
+        return list(questions), agent._encode_state(case["state"], list(questions), internal, **case["controls"]), {}
+    except ValueError:
+        pass
+    # Some question does not fit this checkpoint's budget: keep the others, record why it was refused.
+    refused: dict[str, str] = {}
+    for qid in questions:
+        try:
+            agent._encode_state(case["state"], [qid], internal, **case["controls"])
+        except ValueError as exc:
+            refused[qid] = str(exc)
+    accepted = [qid for qid in questions if qid not in refused]
+    items = agent._encode_state(case["state"], accepted, internal, **case["controls"]) if accepted else []
+    return accepted, items, refused
+
+
+def record_goldens(checkpoint_dir: Path, name: str, revision: str | None = None, *,
+                   cases: Sequence[dict[str, Any]] | None = None, gate_cases: Iterable[str | Path] = (),
+                   threads: int = RECORD_THREADS,
+                   progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Run upstream laya on PyTorch CPU FP32 over the gate corpus (or `cases`, e.g. a subset of it).
+
+    `gate_cases` adds users' files to the built-in corpus (`gate_corpus.read_gate_cases`); they are
+    read and checked before torch is imported, so a malformed line costs nothing. Torch runs on
+    `threads` intra-op threads (one by default: a neighbour on a shared core slowed its 2-thread
+    pool 20-50x; the thread count is recorded with the reference).
+    """
+    from .gate_corpus import CORPUS_VERSION, corpus_sha256, gate_corpus, summarize
+
+    cases = list(cases) if cases is not None else gate_corpus(gate_cases)
+    import laya
     import torch
-    from laya.common import collate_items
 
     agent = laya.Agent(str(checkpoint_dir), device="cpu")
-    rows = []
-    for case in golden_inputs():
-        ids = list(case["questions"])
-        internal = {qid: agent._to_internal(case["questions"][qid]) for qid in ids}
-        items = agent._encode_state(case["state"], ids, internal, **case["controls"])
-        with torch.no_grad():
-            logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
-            answers = agent.predict(case["state"], case["questions"], **case["controls"])["answers"]
-        rows.append({
-            **case,
-            "token_ids": [item["ids"] for item in items],
-            "markers": [item["markers"] for item in items],
-            "logits": [[float(v) for v in logits[j, : len(item["markers"])]] for j, item in enumerate(items)],
-            "act_probabilities": [[float(v) for v in act[j]] for j in range(len(items))],
-            "answers": answers,
-        })
-        assert np.isfinite(logits).all()
+    max_len = int(agent.cfg.get("max_len", 512))
+    rows: list[dict[str, Any]] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        _record_rows(agent, cases, rows, progress)
+    finally:
+        torch.set_num_threads(before)
+    refused_rows = sum(len(r.get("refused", {})) for r in rows)
+    summary = summarize(cases)
+    summary["refused_rows"] = refused_rows
+    summary["cases_by_length"] = dict(Counter(_length_bucket(r.get("state_tokens"), max_len) for r in rows))
     recorded = {
+        "format": GOLDENS_FORMAT,
         "checkpoint": {"name": name, "revision": revision, "weights_sha256": weights_sha256(checkpoint_dir)},
         "reference": {"laya": laya.__version__ if hasattr(laya, "__version__") else "0.4.15",
-                      "torch": torch.__version__, "device": "cpu", "precision": "fp32", "cpu": cpu_family()},
+                      "torch": torch.__version__, "device": "cpu", "precision": "fp32", "cpu": cpu_family(),
+                      "torch_threads": threads, "max_len": max_len,
+                      "head_max_len": int(agent.cfg.get("head_max_len", 192))},
+        "corpus": {"version": CORPUS_VERSION, "sha256": corpus_sha256(cases), "summary": summary},
         "rows": rows,
     }
     # JSON-pure, exactly as a golden file reads back (numeric labels become string keys).
     return json.loads(json.dumps(recorded, ensure_ascii=False))
 
 
+def _record_rows(agent: Any, cases: Sequence[dict[str, Any]], rows: list[dict[str, Any]],
+                 progress: Callable[[str], None]) -> None:
+    import numpy as np
+    import torch
+    from laya.common import collate_items
+
+    from .gate_corpus import GateCasesError
+
+    for n, case in enumerate(cases):
+        try:
+            _, items, refused = _encode_case(agent, case)
+        except (ValueError, TypeError) as exc:
+            raise GateCasesError("%s: upstream laya cannot answer case %r: %s"
+                                 % (case.get("origin", case["source"]), case["id"], exc)) from exc
+        row = {k: case[k] for k in ("id", "source", "lang", "split", "state", "questions", "controls")}
+        if refused:  # the rows below are the accepted questions, in order
+            row["refused"] = refused
+        if items:
+            with torch.no_grad():
+                logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
+            if not np.isfinite(logits).all():
+                raise RuntimeError("upstream returned non-finite logits for case %r" % case["id"])
+            row.update({
+                "token_ids_sha256": [token_digest(item["ids"]) for item in items],
+                "n_tokens": [len(item["ids"]) for item in items],
+                "markers": [item["markers"] for item in items],
+                "logits": [[_f32(v) for v in logits[j, : len(item["markers"])]] for j, item in enumerate(items)],
+                "act_probabilities": [[_f32(v) for v in act[j]] for j in range(len(items))],
+                "state_tokens": items[0]["state_stats"]["state_tokens"],
+                "truncated": any(item["state_stats"]["truncated"] for item in items),
+            })
+        rows.append(row)
+        if (n + 1) % 25 == 0:
+            progress("    %d/%d cases recorded" % (n + 1, len(cases)))
+
+
+def _length_bucket(state_tokens: int | None, max_len: int) -> str:
+    if state_tokens is None:
+        return "refused"
+    if state_tokens <= 32:
+        return "<=32 tokens"
+    if state_tokens <= 128:
+        return "33-128 tokens"
+    return "129-max_len tokens" if state_tokens <= max_len else "longer than max_len"
+
+
+def merge_goldens(goldens: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Goldens plus rows recorded later (users' cases) for the same checkpoint; ids must not repeat."""
+    from .gate_corpus import GateCasesError, corpus_sha256
+
+    seen = {row["id"] for row in goldens["rows"]}
+    clash = sorted(row["id"] for row in extra["rows"] if row["id"] in seen)
+    if clash:
+        raise GateCasesError("gate case id(s) already in the goldens: %s" % ", ".join(clash))
+    merged = json.loads(json.dumps(goldens))
+    merged["rows"] += extra["rows"]
+    merged.setdefault("corpus", {})["sha256"] = corpus_sha256(merged["rows"])
+    merged["corpus"].setdefault("summary", {})["user_rows_added"] = sum(len(r["questions"]) for r in extra["rows"])
+    return merged
+
+
 def write_goldens(goldens: dict[str, Any], directory: Path) -> Path:
+    """Write `goldens.json`: the header indented, then one line per case (diffable, a third of indent=1)."""
+    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / GOLDENS_FILE
-    path.write_text(json.dumps(goldens, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    head = {k: v for k, v in goldens.items() if k != "rows"}
+    text = json.dumps(head, ensure_ascii=False, indent=1)[:-2]
+    rows = ",\n".join("  " + json.dumps(row, ensure_ascii=False) for row in goldens["rows"])
+    path.write_text(text + ',\n "rows": [\n' + rows + "\n ]\n}\n", encoding="utf-8")
     return path
 
 

@@ -1,10 +1,18 @@
-"""int8 weights and offline graph optimization, so the serving process spends no cold start on either.
+"""Reduced-precision candidates for the encoder, and offline graph optimization.
 
-Dynamic quantization with per-channel int8 weights, MatMul only (embedding tables stay FP32:
-per-tensor weights and int8 embeddings both degraded MiniLM's states visibly), and never the
-decision head (its transformer layers, scorer and act head sit right before the probabilities
-the gate measures). How much of the encoder is quantized is a ladder, most first; the build
-takes the first rung that passes the parity gate and records every attempt.
+Every candidate is written by onnxruntime.quantization (nothing here quantizes by hand) and only
+touches the encoder's MatMuls with constant weights: embedding tables stay FP32 (per-tensor weights
+and int8 embeddings both degraded MiniLM's states visibly) and the decision head never changes (its
+transformer layers, scorer and act head sit right before the probabilities the gate measures).
+
+    encoder                  dynamic int8 (per-channel weights, dynamic activations), every encoder MatMul
+    encoder-ffn              the same, feed-forward MatMuls only
+    encoder-attention        the same, attention Q/K/V (or fused Wqkv) and output projections
+    encoder-attention-output the same, attention output projections only
+    encoder-weight-only-8bit MatMulNBits: 8-bit weights in blocks of 32, FP32 activations and compute
+    layers-<i,j,...>         dynamic int8 on every MatMul of the listed encoder layers (the per-layer mix)
+
+Which candidate ships is decided by the precision search (`search.py`) on the gate's selection split.
 """
 
 from __future__ import annotations
@@ -12,56 +20,153 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 OPTIMIZATION_LEVEL = "ORT_ENABLE_EXTENDED"  # portable across x86 CPUs, unlike the layout passes of ENABLE_ALL
+NBITS_BLOCK_SIZE = 32
 
 # Node names of the TorchScript export: BERT-style (`/encoder/encoder/layer.N/...`) and
-# ModernBERT (`/encoder/layers.N/attn/...`); the decision head's own layers are `/layers.N/...`.
-_ATTENTION_IN = r"/(attention/self/(query|key|value)|attn/Wqkv)/MatMul$"
-_ATTENTION_OUT = r"/(attention/output/dense|attn/Wo)/MatMul$"
+# ModernBERT (`/encoder/layers.N/...`); the decision head's own layers are `/layers.N/...`.
+_LAYER = re.compile(r"^/encoder/(?:encoder/layer|layers)\.(\d+)/")
+_PARTS = (
+    ("attention-in", re.compile(r"/(attention/self/(query|key|value)|attn/Wqkv)/MatMul$")),
+    ("attention-out", re.compile(r"/(attention/output/dense|attn/Wo)/MatMul$")),
+    ("ffn", re.compile(r"(layer\.\d+/(intermediate|output)/dense|/mlp/(Wi|Wo))/MatMul$")),
+)
+PARTS = tuple(name for name, _ in _PARTS)
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Candidate:
+    """One way to reduce the encoder: a method and which (layer, part) MatMuls it touches."""
+
     name: str
-    quantize: str  # regex over node names; only matching MatMul nodes with constant weights are quantized
+    method: str  # "dynamic-int8" | "weight-only-8bit"
+    parts: tuple[str, ...] = PARTS
+    layers: tuple[int, ...] | None = None  # None: every encoder layer
+    description: str = ""
+
+    def selects(self, layer: int, part: str) -> bool:
+        return part in self.parts and (self.layers is None or layer in self.layers)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "method": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
-                "per_channel": True, "reduce_range": False, "op_types": ["MatMul"], "nodes": self.quantize}
+        recipe: dict[str, Any] = {"name": self.name, "description": self.description, "parts": list(self.parts),
+                                  "layers": "all" if self.layers is None else list(self.layers)}
+        if self.method == "dynamic-int8":
+            recipe.update({"method": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
+                           "per_channel": True, "reduce_range": False, "activations": "uint8, dynamic per tensor",
+                           "op_types": ["MatMul"]})
+        else:
+            recipe.update({"method": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
+                           "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": NBITS_BLOCK_SIZE,
+                           "symmetric": False, "accuracy_level": None, "compute": "fp32"})
+        return recipe
 
 
-INT8_LADDER = (
-    Recipe("encoder", r"^/encoder/.*/MatMul$"),
-    Recipe("encoder-attention", r"^/encoder/.*(%s|%s)" % (_ATTENTION_IN, _ATTENTION_OUT)),
-    Recipe("encoder-attention-output", r"^/encoder/.*%s" % _ATTENTION_OUT),
+FIXED_CANDIDATES = (
+    Candidate("encoder", "dynamic-int8", description="all encoder MatMuls"),
+    Candidate("encoder-ffn", "dynamic-int8", ("ffn",), description="feed-forward MatMuls only"),
+    Candidate("encoder-attention", "dynamic-int8", ("attention-in", "attention-out"),
+              description="attention Q/K/V and output projections"),
+    Candidate("encoder-attention-output", "dynamic-int8", ("attention-out",),
+              description="attention output projections only"),
+    Candidate("encoder-weight-only-8bit", "weight-only-8bit", description="8-bit weight-only MatMulNBits"),
 )
+LAYER_MIX = "layer-mix"  # the name the search gives its per-layer candidate
 
 
-def quantize_int8(fp32_graph: Path, int8_graph: Path, recipe: Recipe) -> dict[str, Any]:
-    """Write the int8 graph for `recipe` and return its description (with how many nodes it quantized)."""
+def layer_candidate(layers: Sequence[int], name: str | None = None) -> Candidate:
+    chosen = tuple(sorted(set(int(i) for i in layers)))
+    return Candidate(name or "layers-" + ",".join(map(str, chosen)), "dynamic-int8", PARTS, chosen,
+                     description="every MatMul of encoder layers %s" % ", ".join(map(str, chosen)))
+
+
+@dataclass
+class EncoderMatMuls:
+    """The encoder's constant-weight MatMuls of a graph, by (layer, part)."""
+
+    nodes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    all_matmuls: list[str] = field(default_factory=list)
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted({layer for layer, _ in self.nodes.values()})
+
+    def select(self, candidate: Candidate) -> list[str]:
+        return [name for name, (layer, part) in self.nodes.items() if candidate.selects(layer, part)]
+
+
+def encoder_matmuls(graph: Path) -> EncoderMatMuls:
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    nodes = [n.name for n in onnx.load(str(fp32_graph), load_external_data=False).graph.node if n.op_type == "MatMul"]
-    chosen = [n for n in nodes if re.search(recipe.quantize, n)]
-    if not chosen:
-        raise ValueError("int8 recipe %r matches no MatMul node of %s" % (recipe.name, fp32_graph))
-    # The quantizer logs "please consider pre-processing" advice on the root logger at every call.
-    logging.disable(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
+    model = onnx.load(str(graph), load_external_data=False)
+    constants = {i.name for i in model.graph.initializer}
+    found = EncoderMatMuls()
+    for node in model.graph.node:
+        if node.op_type != "MatMul":
+            continue
+        found.all_matmuls.append(node.name)
+        layer = _LAYER.match(node.name)
+        if not layer or node.input[1] not in constants:
+            continue
+        for part, pattern in _PARTS:
+            if pattern.search(node.name):
+                found.nodes[node.name] = (int(layer.group(1)), part)
+                break
+    return found
+
+
+def _quiet() -> Any:
+    """The quantizers log "please consider pre-processing" advice on the root logger at every call."""
+    class _Quiet:
+        def __enter__(self) -> None:
+            logging.disable(logging.WARNING)
+            self._warnings = warnings.catch_warnings()
+            self._warnings.__enter__()
             warnings.simplefilter("ignore")
+
+        def __exit__(self, *exc: Any) -> None:
+            self._warnings.__exit__(*exc)
+            logging.disable(logging.NOTSET)
+    return _Quiet()
+
+
+def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) -> dict[str, Any]:
+    """Write `candidate`'s graph and return its recipe (with how many MatMuls it touched)."""
+    matmuls = encoder_matmuls(fp32_graph)
+    chosen = matmuls.select(candidate)
+    if not chosen:
+        raise ValueError("candidate %r matches no encoder MatMul of %s" % (candidate.name, fp32_graph))
+    if candidate.method == "dynamic-int8":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        with _quiet():
             quantize_dynamic(
-                str(fp32_graph), str(int8_graph), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
+                str(fp32_graph), str(out_graph), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
                 op_types_to_quantize=["MatMul"], nodes_to_quantize=chosen, extra_options={"MatMulConstBOnly": True},
             )
-    finally:
-        logging.disable(logging.NOTSET)
-    return dict(recipe.as_dict(), quantized_nodes=len(chosen), matmul_nodes=len(nodes))
+    elif candidate.method == "weight-only-8bit":
+        import onnx
+
+        try:
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+        except ImportError as exc:  # it imports onnx_ir, which onnxruntime does not depend on
+            raise RuntimeError("weight-only 8-bit needs the onnx_ir package (the build extra pins it): %s"
+                               % exc) from exc
+        with _quiet():
+            quantizer = MatMulNBitsQuantizer(
+                onnx.load(str(fp32_graph)), bits=8, block_size=NBITS_BLOCK_SIZE, is_symmetric=False,
+                nodes_to_exclude=[n for n in matmuls.all_matmuls if n not in set(chosen)],
+                op_types_to_quantize=("MatMul",))
+            quantizer.process()
+            quantizer.model.save_model_to_file(str(out_graph), use_external_data_format=False)
+    else:
+        raise ValueError("unknown quantization method %r" % candidate.method)
+    return dict(candidate.as_dict(), quantized_nodes=len(chosen), matmul_nodes=len(matmuls.all_matmuls),
+                encoder_layers=len(matmuls.layers))
 
 
 def optimize_offline(graph: Path, optimized: Path) -> str:

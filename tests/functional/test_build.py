@@ -1,5 +1,9 @@
-"""Building artifacts: the gate passes real builds, fails broken ones (listing every row), and the
-manifest describes exactly the configuration that passed. Goldens replay against upstream.
+"""Building artifacts: the gate passes real builds on both splits of the corpus, fails broken ones (listing
+every row), the precision search chooses on selection alone and never falls through on confirmation, and
+the manifest describes exactly the configuration that passed. Goldens replay against upstream.
+
+Model-running tests gate on slices of the committed goldens (`golden_slice`); the whole corpus is gated
+once, by the FP32 build.
 """
 
 from __future__ import annotations
@@ -7,42 +11,72 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from laya_artifacts import search
 from laya_artifacts.build import GateFailed, build_artifact
 from laya_artifacts.cli import main as cli
-from laya_artifacts.goldens import load_goldens, record_goldens
+from laya_artifacts.goldens import load_goldens, record_goldens, token_digest
 from laya_artifacts.parity import run_gate
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.store import LocalStore
 
-from ..conftest import GOLDENS
+from ..conftest import GOLDENS, golden_slice, tiny_choice_slice, write_goldens_file
 
 pytestmark = pytest.mark.slow
 
 
-def test_int8_build_passes_and_its_manifest_pins_the_configuration(tiny_int8: Path) -> None:
+@pytest.fixture
+def quick_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "SPEED_CASES", 3)
+    monkeypatch.setattr(search, "SPEED_RUNS", 2)
+
+
+def _negate(goldens: dict[str, Any], split: str | None = None) -> dict[str, Any]:
+    """A reference the checkpoint cannot meet (on one split, or on all)."""
+    for row in goldens["rows"]:
+        if split is None or row["split"] == split:
+            row["logits"] = [[-v for v in logits] for logits in row.get("logits", [])]
+    return goldens
+
+
+def test_int8_build_passes_and_its_manifest_holds_both_splits_and_the_search(tiny_int8: Path,
+                                                                             tiny_int8_goldens: Path) -> None:
     import onnx
 
     manifest = Manifest.load(tiny_int8)
     config = manifest.raw["configuration"]
-    assert config["target"] == "cpu-int8" and config["precision"]["weights"] == "int8"
+    assert config["target"] == "cpu-int8" and config["precision"]["weights"] == "8-bit weight-only"
+    assert config["precision"]["recipe"]["name"] == "encoder-weight-only-8bit"
     assert config["precision"]["recipe"]["quantized_nodes"] > 0
     assert config["checkpoint"]["weights_sha256"] == load_goldens(GOLDENS / "tiny-modernbert")["checkpoint"][
         "weights_sha256"]
     assert config["graph"]["opset"] == 17 and "isa" in config["build_cpu"]
     parity = manifest.raw["parity"]
-    assert parity["passed"] and parity["max_probability_error"] <= 0.02 and parity["hard_mismatches"] == 0
+    assert parity["passed"] and set(parity["splits"]) == {"selection", "confirmation"}
+    goldens = load_goldens(tiny_int8_goldens)
+    for name, split in parity["splits"].items():
+        assert split["passed"] and split["hard_mismatches"] == [] and split["failures"] == []
+        assert split["rows"] == sum(len(r["questions"]) for r in goldens["rows"] if r["split"] == name) > 10
+        assert split["max_probability_error"] <= 0.02
+        assert split["median_probability_error"] <= split["p99_probability_error"] <= split["max_probability_error"]
+    assert parity["corpus"]["sha256"] == goldens["corpus"]["sha256"] and parity["corpus"]["goldens_format"] == 2
+    assert parity["corpus"]["summary"]["rows_by_type"] and parity["corpus"]["summary"]["rows_by_source"]
+    found = parity["search"]
+    assert found["chosen"] == "encoder-weight-only-8bit" and found["fp32_speed_ms"] > 0
+    (candidate,) = found["candidates"]
+    assert candidate["selection"]["passed"] and candidate["speed_ms"] > 0 and candidate["speedup"] > 0
+    assert found["layer_mix"] == {"skipped": "not requested"} and "fastest" in found["why"]
     assert set(manifest.files) == {"model.onnx", "tokenizer.json", "decode_config.json", "parity_report.json",
                                    "parity_report.txt"}
     ops = {n.op_type for n in onnx.load(str(tiny_int8 / "model.onnx")).graph.node}
-    assert any("Integer" in op or "Quant" in op for op in ops), ops
-    report = json.loads((tiny_int8 / "parity_report.json").read_text())
-    assert report["recipe_attempts"][-1]["passed"] and all(not a["passed"] for a in report["recipe_attempts"][:-1])
+    assert "MatMulNBits" in ops, ops
+    assert json.loads((tiny_int8 / "parity_report.json").read_text())["search"] == found
 
 
 def _perturb_graph(artifact: Path, out: Path, scale: float) -> Path:
@@ -65,20 +99,58 @@ def _perturb_graph(artifact: Path, out: Path, scale: float) -> Path:
 
 def test_the_gate_fails_a_perturbed_artifact_and_lists_every_failing_row(tiny_int8: Path, tmp_path: Path) -> None:
     broken = _perturb_graph(tiny_int8, tmp_path / "broken", scale=-3.0)
-    report = run_gate(broken, load_goldens(GOLDENS / "tiny-modernbert"), "cpu-int8")
-    assert not report.passed
-    assert report.max_probability_error > 0.1
-    assert len(report.failures) >= 5  # every failing row, not only the first
-    assert report.hard_mismatches, "a sign flip must show as hard top-1 mismatches"
-    assert "FAILED" in report.table() and "HARD:" in report.table()
+    goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0)
+    report = run_gate(broken, goldens, "cpu-int8")
+    assert not report.passed and report.max_probability_error > 0.1
+    for split in report.splits.values():
+        assert not split.passed and len(split.failures) >= 5  # every failing row, not only the first
+        assert split.hard_mismatches, "a sign flip must show as hard top-1 mismatches in %s" % split.split
+        assert all(m["split"] == split.split and m["case"].startswith(("corpus:", "edge:"))
+                   for m in split.hard_mismatches)
+    table = report.table()
+    assert "FAILED" in table and "HARD: [selection]" in table and "FAIL: [confirmation]" in table
+
+
+def test_int8_is_refused_when_no_candidate_passes_selection(tiny_modernbert: tuple[Path, Path], tmp_path: Path,
+                                                            quick_timing: None) -> None:
+    goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 20 == 0), "selection")
+    path = write_goldens_file(goldens, tmp_path / "goldens")
+    said: list[str] = []
+    with pytest.raises(GateFailed) as failed:
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, exhaustive_search=True,
+                       candidates=["encoder-attention-output", "encoder-weight-only-8bit"], progress=said.append)
+    report = failed.value.report
+    assert report.search["chosen"] is None and report.splits == {} and "no candidate passed" in report.search["why"]
+    assert [c["name"] for c in report.search["candidates"]] == ["encoder-attention-output",
+                                                                "encoder-weight-only-8bit"]
+    assert all(not c["selection"]["passed"] and c["selection"]["hard_mismatches"] > 0 and c["speed_ms"] > 0
+               for c in report.search["candidates"])
+    progress = "\n".join(said)
+    assert "encoder-attention-output on selection: max|dp|" in progress and "fp32 baseline:" in progress
+    assert "build cpu-fp32" in str(failed.value)
+    assert not (tmp_path / "a" / MANIFEST_FILE).exists() and "encoder-weight-only-8bit" in (
+        tmp_path / "a" / "parity_report.txt").read_text()
+
+
+def test_a_confirmation_failure_fails_int8_without_trying_the_next_candidate(
+        tiny_modernbert: tuple[Path, Path], tmp_path: Path, quick_timing: None) -> None:
+    goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 16 == 0,
+                                   keep_question=lambda q: q["type"] == "choice"), "confirmation")
+    path = write_goldens_file(goldens, tmp_path / "goldens")
+    with pytest.raises(GateFailed) as failed:
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, min_speedup=0,
+                       candidates=["encoder-weight-only-8bit", "encoder-attention-output"])
+    report = failed.value.report
+    assert report.search["chosen"] == "encoder-weight-only-8bit"
+    assert report.splits["selection"].passed and not report.splits["confirmation"].passed
+    assert report.splits["confirmation"].hard_mismatches
+    assert "rather than trying the next-fastest candidate" in report.notes[-1]
+    assert not (tmp_path / "a" / MANIFEST_FILE).exists()
 
 
 def test_a_build_that_fails_the_gate_writes_no_manifest(tiny_modernbert: tuple[Path, Path], tmp_path: Path) -> None:
-    goldens = load_goldens(GOLDENS / "tiny-modernbert")
-    for row in goldens["rows"]:  # a reference the checkpoint cannot meet
-        row["logits"] = [[-v for v in logits] for logits in row["logits"]]
-    wrong = tmp_path / "wrong-goldens.json"
-    wrong.write_text(json.dumps(goldens))
+    wrong = write_goldens_file(_negate(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0)),
+                               tmp_path / "wrong")
     out = tmp_path / "artifact"
     with pytest.raises(GateFailed):
         build_artifact(tiny_modernbert[0], "cpu-fp32", out, goldens_path=wrong)
@@ -88,44 +160,95 @@ def test_a_build_that_fails_the_gate_writes_no_manifest(tiny_modernbert: tuple[P
     assert code == 2 and not (tmp_path / "store").exists()  # never published
 
 
-def test_fp32_build_meets_the_fp32_tolerance(tiny_modernbert: tuple[Path, Path], tmp_path: Path) -> None:
+def test_fp32_build_meets_the_fp32_tolerance_on_the_whole_corpus(tiny_modernbert: tuple[Path, Path],
+                                                                 tmp_path: Path) -> None:
     out, report = build_artifact(tiny_modernbert[0], "cpu-fp32", tmp_path / "fp32",
                                  goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
-    assert report.passed and report.max_probability_error <= 1e-4 and report.near_tie_flips == []
-    assert Manifest.load(out).raw["configuration"]["precision"] == {"weights": "fp32"}
+    committed = load_goldens(GOLDENS / "tiny-modernbert")
+    assert report.passed and report.rows == committed["corpus"]["summary"]["rows"] >= 500
+    assert report.max_probability_error <= 1e-4 and report.near_tie_flips == []
+    manifest = Manifest.load(out).raw
+    assert manifest["configuration"]["precision"] == {"weights": "fp32"}
+    assert set(manifest["parity"]["splits"]) == {"selection", "confirmation"}
+    assert manifest["parity"]["corpus"]["sha256"] == committed["corpus"]["sha256"]
     assert Decider.from_artifact(out).config.optimized_offline
 
 
-@pytest.mark.parametrize("kind", ["minilm", "tiny-modernbert"])
-def test_committed_goldens_replay_against_upstream(kind: str, request: pytest.FixtureRequest) -> None:
-    checkpoint, _ = request.getfixturevalue(kind.replace("-", "_"))
-    committed = load_goldens(GOLDENS / kind)
-    fresh = record_goldens(checkpoint, kind)
-    # tiny-modernbert is seeded random init only: bit-identical on any CPU. minilm's scorer is derived from
-    # encoder forward passes (a principal direction), which amplifies last-bit differences between CPU
-    # families (an AMD EPYC host moved its logits by up to 2.4e-4 against goldens recorded elsewhere). So
-    # minilm is held bit-identical only on the CPU family its goldens were recorded on; elsewhere its rows
-    # are the check, at 1e-3 (a change to how the checkpoint is built moves them by far more).
-    exact = kind == "tiny-modernbert" or committed["reference"].get("cpu") == fresh["reference"]["cpu"]
-    if exact:
-        assert fresh["checkpoint"]["weights_sha256"] == committed["checkpoint"]["weights_sha256"], (
-            "the test checkpoint no longer builds bit-identically; re-record goldens/%s" % kind)
-    atol = 1e-5 if exact else 1e-3
-    assert len(fresh["rows"]) == len(committed["rows"]) >= 13
-    for new, old in zip(fresh["rows"], committed["rows"], strict=True):
-        assert new["token_ids"] == old["token_ids"] and new["markers"] == old["markers"], new["id"]
-        for a, b in zip(new["logits"], old["logits"], strict=True):
-            assert np.allclose(a, b, atol=atol), new["id"]
+def test_refusals_upstream_makes_are_made_identically(minilm: tuple[Path, Path]) -> None:
+    goldens = golden_slice("minilm", keep_case=lambda _i, row: "refused" in row,
+                           keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 10)
+    assert any("refused" in row for row in goldens["rows"])
+    report = run_gate(minilm[1], goldens, "cpu-fp32")
+    assert report.passed, report.table()
+    assert sum(s.refusals_checked for s in report.splits.values()) == sum(len(r.get("refused", {}))
+                                                                           for r in goldens["rows"]) > 0
+    for row in goldens["rows"]:  # a runtime that answered instead would fail the gate
+        for qid in row.get("refused", {}):
+            row["refused"][qid] = "a different message"
+    assert any("refused with" in f for f in run_gate(minilm[1], goldens, "cpu-fp32").failures)
+
+
+def test_user_gate_cases_are_recorded_and_gated_in_their_split(tiny_modernbert: tuple[Path, Path],
+                                                               tmp_path: Path) -> None:
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text("\n".join(json.dumps(line) for line in [
+        {"id": "mine-sel", "split": "selection", "state": "Our invoice shows the wrong VAT number.",
+         "questions": {"team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech"]}}},
+        {"id": "mine-conf", "split": "confirmation", "state": [{"role": "user", "content": "cancel my plan"}],
+         "questions": {"cancel": {"type": "noul", "instructions": "Does the user want to cancel?"}}},
+    ]) + "\n")
+    goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0),
+                                 tmp_path / "goldens")
+    out, report = build_artifact(tiny_modernbert[0], "cpu-fp32", tmp_path / "a", goldens_path=goldens,
+                                 gate_cases=[mine])
+    assert report.passed and report.corpus["summary"]["user_rows_added"] == 2
+    before = load_goldens(goldens)
+    for split in ("selection", "confirmation"):
+        cases = sum(r["split"] == split for r in before["rows"])
+        assert report.splits[split].cases == cases + 1
+    assert report.corpus["sha256"] != before["corpus"]["sha256"]
+
+
+def test_committed_goldens_replay_against_upstream(request: pytest.FixtureRequest) -> None:
+    for kind in ("minilm", "tiny-modernbert"):
+        checkpoint, _ = request.getfixturevalue(kind.replace("-", "_"))
+        committed = load_goldens(GOLDENS / kind)
+        # every 12th case and the edge cases: the whole corpus would take minutes with torch on two cores
+        picked = [row for i, row in enumerate(committed["rows"]) if i % 12 == 0 or row["id"].startswith("edge:")]
+        fresh = record_goldens(checkpoint, kind, cases=[{k: row[k] for k in (
+            "id", "source", "lang", "split", "state", "questions", "controls")} for row in picked])
+        # tiny-modernbert is seeded random init only. minilm's scorer is derived from encoder forward passes
+        # (a principal direction), which amplifies last-bit differences between CPU families (an AMD EPYC
+        # host moved its logits by up to 2.4e-4 against goldens recorded elsewhere). So both are held
+        # bit-identical only on the CPU family their goldens were recorded on; elsewhere the rows are the
+        # check, at 1e-3 (a change to how the checkpoint is built moves them by far more).
+        exact = committed["reference"].get("cpu") == fresh["reference"]["cpu"]
+        if exact:
+            assert fresh["checkpoint"]["weights_sha256"] == committed["checkpoint"]["weights_sha256"], (
+                "the test checkpoint no longer builds bit-identically; re-record goldens/%s" % kind)
+        atol = 1e-5 if exact else 1e-3
+        assert len(fresh["rows"]) == len(picked) >= 20
+        for new, old in zip(fresh["rows"], picked, strict=True):
+            assert new["token_ids_sha256"] == old["token_ids_sha256"] and new["markers"] == old["markers"], new["id"]
+            assert new.get("refused") == old.get("refused"), new["id"]
+            for a, b in zip(new["logits"], old["logits"], strict=True):
+                assert np.allclose(a, b, atol=atol), new["id"]
+    assert token_digest([101, 102]) == token_digest((101, 102)) != token_digest([102, 101])
 
 
 def test_minilm_int8_builds_and_publishes_through_the_cli(minilm: tuple[Path, Path], tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                                          capsys: pytest.CaptureFixture[str],
+                                                          quick_timing: None) -> None:
     store = tmp_path / "store"
+    goldens = write_goldens_file(golden_slice("minilm", keep_case=lambda _i, row: row["id"].startswith("edge:")),
+                                 tmp_path / "goldens")
     code = cli(["build", str(minilm[0]), "--name", "minilm", "--target", "cpu-int8", "--out", str(tmp_path / "a"),
-                "--goldens", str(GOLDENS / "minilm" / "goldens.json"), "--publish", "--store", str(store)])
-    assert code == 0
+                "--goldens", str(goldens), "--candidates", "encoder-weight-only-8bit", "--min-speedup", "0",
+                "--publish", "--store", str(store)])
     err = capsys.readouterr().err
+    assert code == 0, err
     assert "1/4" in err and "3/4" in err and "4/4" in err and "PASSED" in err and "published minilm/cpu-int8" in err
+    assert "encoder-weight-only-8bit on selection" in err and "confirming encoder-weight-only-8bit once" in err
     assert cli(["list", "--store", str(store)]) == 0
     listed = capsys.readouterr().out.split()
     assert listed[:2] == ["minilm", "cpu-int8"] and len(listed[2]) == 64
@@ -139,11 +262,11 @@ def test_import_regates_on_this_machine_before_publishing(tiny_int8: Path, tmp_p
 
     source, destination = LocalStore(tmp_path / "built-elsewhere"), LocalStore(tmp_path / "here")
     artifact_id = publish(tiny_int8, source)
-    goldens = load_goldens(GOLDENS / "tiny-modernbert")
+    goldens = tiny_choice_slice()
+    goldens["rows"] = goldens["rows"][::2]
     imported, report = import_artifact(source, "tiny-modernbert", "cpu-int8", goldens, destination, tmp_path / "c")
     assert imported == artifact_id and report.passed
-    for row in goldens["rows"]:
-        row["logits"] = [[-v for v in logits] for logits in row["logits"]]
+    _negate(goldens)
     from laya_serverless import ArtifactError
 
     with pytest.raises(ArtifactError, match="fails the parity gate on this machine"):

@@ -1,0 +1,293 @@
+"""The precision search: the fastest reduced-precision encoder that passes the gate's selection split.
+
+1. Every fixed candidate (`quantize.FIXED_CANDIDATES`) is written, optimized offline and timed, and so
+   is the FP32 graph: the median of `SPEED_RUNS` warm passes over a fixed batch of selection cases
+   (`speed_batch`), one session thread, in this process.
+2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
+   fastest first and stops at the first that passes: nothing slower can be chosen then.
+3. The per-layer mix: each encoder layer quantized alone (every MatMul of it) is gated on selection
+   (max |dp|, hard mismatches); then layers are added least sensitive first while selection still
+   passes. Skipped when it cannot win: when `encoder` (every layer) passed, or when a fixed candidate
+   that passed is already faster than `encoder`, the fastest any mix can be.
+4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as
+   fast as FP32 (a slower int8 graph buys nothing: FP32 is the right answer then, and the int8 target
+   fails).
+
+The confirmation split is never read here; `build.py` checks it once, on the chosen candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from laya_serverless import Decider
+
+from .parity import SplitReport, gate_rows, row_split
+from .quantize import (
+    FIXED_CANDIDATES,
+    LAYER_MIX,
+    Candidate,
+    encoder_matmuls,
+    layer_candidate,
+    optimize_offline,
+    quantize_candidate,
+)
+
+SELECTION = "selection"
+SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
+# A candidate must be at least this much faster than FP32: smaller gains sit inside the timing noise of a
+# shared machine and do not pay for int8's error. 0 (or None) lifts the rule, e.g. for size alone.
+MIN_SPEEDUP = 1.05
+CANDIDATE_NAMES = tuple(c.name for c in FIXED_CANDIDATES) + (LAYER_MIX,)
+
+
+@dataclass
+class Trial:
+    """One candidate's graph, opened, timed and (once gated) measured on selection."""
+
+    candidate: Candidate
+    directory: Path
+    recipe: dict[str, Any]
+    decider: Decider | None = None
+    speed_ms: float | None = None
+    runs_ms: list[float] = field(default_factory=list)
+    selection: SplitReport | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.selection is not None and self.selection.passed
+
+    @property
+    def ms(self) -> float:
+        """The measured speed; only asked of timed trials."""
+        if self.speed_ms is None:
+            raise ValueError("%s was not timed" % self.candidate.name)
+        return self.speed_ms
+
+
+@dataclass
+class SearchResult:
+    chosen: Trial | None
+    record: dict[str, Any]
+
+
+def prepare_artifact(graph: Path, raw: Path, out_dir: Path) -> Path:
+    """`graph` optimized offline into `out_dir`, beside the export's tokenizer and decode config."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    optimize_offline(graph, out_dir / "model.onnx")
+    shutil.copy(raw / "tokenizer.json", out_dir / "tokenizer.json")
+    decode = json.loads((raw / "decode_config.json").read_text())
+    decode["optimized_offline"] = True
+    (out_dir / "decode_config.json").write_text(json.dumps(decode, indent=2) + "\n", encoding="utf-8")
+    return out_dir
+
+
+def selection_rows(goldens: dict[str, Any]) -> list[dict[str, Any]]:
+    return [row for row in goldens["rows"] if row_split(row) == SELECTION]
+
+
+def speed_batch(rows: Sequence[dict[str, Any]], n: int = SPEED_CASES) -> list[dict[str, Any]]:
+    """A fixed batch of selection cases, spread over the split in id order (short and long states)."""
+    answerable = sorted((r for r in rows if r.get("markers")), key=lambda r: r["id"])
+    step = max(1, len(answerable) // n)
+    return answerable[::step][:n]
+
+
+def measure_speed(decider: Decider, batch: Sequence[dict[str, Any]], runs: int = SPEED_RUNS) -> list[float]:
+    """Milliseconds per pass over `batch` (one session run per case), after one warm-up pass."""
+    from laya_serverless.core.questions import parse_questions
+
+    config = decider.config
+    prepared = []
+    for row in batch:
+        refused = row.get("refused", {})
+        questions = parse_questions({q: d for q, d in row["questions"].items() if q not in refused})
+        built = decider.rows_for(row["state"], questions, row["controls"].get("max_len", config.max_len),
+                                 row["controls"].get("head_max_len", config.head_max_len))
+        prepared.append((built, questions))
+    timings = []
+    for run in range(runs + 1):
+        started = time.perf_counter()
+        for built, questions in prepared:
+            decider.run_rows(built, questions)
+        if run:  # the first pass warms the session up
+            timings.append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+def _figures(report: SplitReport) -> str:
+    return "max|dp| %.4f p99 %.4f median %.2g, max|d act| %.4f, hard %d, near-tie %d, failures %d" % (
+        report.max_probability_error, report.p99_probability_error, report.median_probability_error,
+        report.max_action_error, len(report.hard_mismatches), len(report.near_tie_flips), len(report.failures))
+
+
+class _Search:
+    def __init__(self, fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
+                 threads: int, progress: Callable[[str], None]) -> None:
+        self.fp32_graph, self.raw, self.scratch, self.target = fp32_graph, raw, scratch, target
+        self.threads, self.progress = threads, progress
+        self.rows = selection_rows(goldens)
+        self.batch = speed_batch(self.rows)
+        self.probes: list[dict[str, Any]] = []
+        self.greedy: list[dict[str, Any]] = []
+
+    def build(self, candidate: Candidate, timed: bool = True) -> Trial:
+        folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
+        graph = self.scratch / ("%s.onnx" % folder.name)
+        recipe = quantize_candidate(self.fp32_graph, graph, candidate)
+        trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
+        trial.decider = Decider.from_artifact(folder, verify=False, threads=self.threads)
+        if timed:
+            self.time(trial)
+        return trial
+
+    def time(self, trial: Trial) -> None:
+        assert trial.decider is not None
+        trial.runs_ms = measure_speed(trial.decider, self.batch)
+        trial.speed_ms = statistics.median(trial.runs_ms)
+
+    def gate(self, trial: Trial) -> SplitReport:
+        assert trial.decider is not None
+        trial.selection = gate_rows(trial.decider, self.rows, self.target, SELECTION, repeat=False)
+        return trial.selection
+
+    def layer_mix(self, layers: list[int]) -> Trial | None:
+        """Per-layer sensitivity on selection, then the least sensitive layers added while selection passes."""
+        for layer in layers:
+            alone = self.build(layer_candidate([layer]), timed=False)
+            report = self.gate(alone)
+            self.probes.append({"layer": layer, "passed": report.passed, **_brief(report)})
+            self.progress("    layer %d alone: %s" % (layer, _figures(report)))
+            shutil.rmtree(alone.directory, ignore_errors=True)
+        order = sorted(self.probes, key=lambda p: (p["hard_mismatches"], p["failures"] > 0,
+                                                   p["max_probability_error"]))
+        best: Trial | None = None
+        chosen: list[int] = []
+        for probe in order:
+            if not probe["passed"]:
+                break
+            trial = self.build(layer_candidate(chosen + [probe["layer"]]), timed=False)
+            report = self.gate(trial)
+            self.greedy.append({"layers": sorted(chosen + [probe["layer"]]), "passed": report.passed,
+                                **_brief(report)})
+            self.progress("    layers %s: %s" % (sorted(chosen + [probe["layer"]]), _figures(report)))
+            if not report.passed:
+                break
+            chosen.append(probe["layer"])
+            best = trial
+        if best is None:
+            return None
+        best.candidate = layer_candidate(chosen, LAYER_MIX)
+        best.recipe = dict(best.recipe, name=LAYER_MIX)
+        self.time(best)
+        return best
+
+
+def _brief(report: SplitReport) -> dict[str, Any]:
+    return {"max_probability_error": report.max_probability_error,
+            "p99_probability_error": report.p99_probability_error,
+            "hard_mismatches": len(report.hard_mismatches), "failures": len(report.failures)}
+
+
+def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"name": trial.candidate.name, "recipe": trial.recipe,
+                              "speed_ms": trial.speed_ms, "runs_ms": trial.runs_ms,
+                              "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
+                              "selection": trial.selection.summary() if trial.selection else None}
+    if skipped:
+        record["skipped"] = skipped
+    return record
+
+
+def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
+                     candidates: Sequence[str] | None = None, exhaustive: bool = False,
+                     min_speedup: float | None = MIN_SPEEDUP, threads: int = SEARCH_THREADS,
+                     progress: Callable[[str], None] = lambda _m: None) -> SearchResult:
+    """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
+    names = list(candidates) if candidates else list(CANDIDATE_NAMES)
+    unknown = sorted(set(names) - set(CANDIDATE_NAMES))
+    if unknown:
+        raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress)
+    if not search.rows:
+        raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
+    baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
+    baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
+    search.time(baseline)
+    fp32_ms = baseline.speed_ms or 0.0
+    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d)"
+             % (fp32_ms, len(search.batch), SPEED_RUNS))
+    trials = []
+    for candidate in FIXED_CANDIDATES:
+        if candidate.name in names:
+            trial = search.build(candidate)
+            trials.append(trial)
+            progress("    %s (%s): %.1f ms, x%.2f vs fp32" % (candidate.name, candidate.description, trial.ms,
+                                                              fp32_ms / trial.ms))
+    skipped: dict[str, str] = {}
+    passed_fastest: Trial | None = None
+    for trial in sorted(trials, key=lambda t: t.ms) if not exhaustive else trials:
+        if passed_fastest is not None and not exhaustive:
+            skipped[trial.candidate.name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
+            continue
+        report = search.gate(trial)
+        progress("    %s on selection: %s: %s" % (trial.candidate.name, _figures(report),
+                                                  "passed" if report.passed else "failed"))
+        if report.passed and (passed_fastest is None or trial.ms < passed_fastest.ms):
+            passed_fastest = trial
+    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
+    mix_reason = None
+    if LAYER_MIX not in names:
+        mix_reason = "not requested"
+    elif whole is not None and whole.passed:
+        mix_reason = "encoder (every layer) passed: no mix can be faster"
+    elif not exhaustive and passed_fastest is not None and whole is not None \
+            and passed_fastest.ms <= whole.ms:
+        mix_reason = "%s passed and is already faster than encoder, the fastest any mix can be" \
+            % passed_fastest.candidate.name
+    mix = None
+    if mix_reason is None:
+        layers = encoder_matmuls(fp32_graph).layers
+        progress("    per-layer sensitivity on selection (%d layers)" % len(layers))
+        mix = search.layer_mix(layers)
+        if mix is None:
+            progress("    layer-mix: no layer passes selection on its own; no mix")
+        else:
+            trials.append(mix)
+            progress("    layer-mix %s: %.1f ms, x%.2f vs fp32" % (list(mix.candidate.layers or ()), mix.ms,
+                                                                  fp32_ms / mix.ms))
+    eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
+                                                                  fp32_ms / t.speed_ms >= min_speedup)]
+    chosen = min(eligible, key=lambda t: t.ms) if eligible else None
+    passing = [t.candidate.name for t in trials if t.passed]
+    if chosen is not None:
+        why = "fastest of the candidates that passed selection (%s): %.1f ms, x%.2f vs fp32" % (
+            ", ".join(passing), chosen.ms, fp32_ms / chosen.ms)
+    elif passing:
+        why = "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
+            ", ".join(passing), min_speedup or 0, fp32_ms)
+    else:
+        why = "no candidate passed selection"
+    progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
+    record = {
+        "policy": "fastest candidate passing selection and at least x%g as fast as fp32; confirmation checked "
+                  "once on it" % (min_speedup or 0),
+        "mode": "exhaustive" if exhaustive else "fastest-first",
+        "split": SELECTION, "selection_rows": sum(len(r.get("markers", [])) for r in search.rows),
+        "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": SPEED_RUNS,
+                  "warmup_runs": 1, "statistic": "median ms per pass, one session run per case",
+                  "threads": threads},
+        "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms,
+        "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials],
+        "layer_mix": {"skipped": mix_reason} if mix_reason else {"sensitivity": search.probes, "greedy": search.greedy},
+        "layer_sensitivity": search.probes,
+        "chosen": chosen.candidate.name if chosen else None, "why": why,
+    }
+    return SearchResult(chosen, record)

@@ -9,7 +9,7 @@ Three parts, concatenated in this order:
   labels, noul labels and criteria, questions written in the text's language) that fit its domains,
   some of them with a permuted ``option_order``. The draw is seeded by the text's id, so the corpus is
   the same on every machine and a new text does not reshuffle the others;
-- **edge cases**: `goldens.golden_inputs()`, the fixed set the gate had before the corpus;
+- **edge cases**: `edge_cases.golden_inputs()`, the fixed set the gate had before the corpus;
 - **user rows**: ``--gate-cases FILE.jsonl``, one case per line (`read_gate_cases`).
 
 One *case* is one state with its questions (one request); one *row* is one (state, question) pair,
@@ -99,7 +99,7 @@ def composed_cases(data_dir: Path = DATA_DIR) -> list[dict[str, Any]]:
 
 
 def edge_cases() -> list[dict[str, Any]]:
-    from .goldens import golden_inputs
+    from .edge_cases import golden_inputs
 
     cases = []
     for case in golden_inputs():

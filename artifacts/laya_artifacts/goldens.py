@@ -24,59 +24,6 @@ from typing import Any
 GOLDENS_FILE = "goldens.json"
 GOLDENS_FORMAT = 2
 RECORD_THREADS = 1
-_LONG_TEXT = " ".join(["The customer reports a double charge on the March invoice and asks for a refund."] * 40)
-_CONVERSATION = [{"role": "user" if i % 2 == 0 else "agent", "content": "message %d about the late parcel" % i}
-                 for i in range(60)] + [{"role": "user", "content": "I want to cancel now, this is the last straw."}]
-_TEAM = {"billing": "payments, invoices, refunds", "tech": "bugs, outages, login problems",
-         "sales": "plans and upgrades", "other": ""}
-_LONG_OPTION = "a description that goes on " * 20  # well over the 48-token option cap
-
-
-def golden_inputs() -> list[dict[str, Any]]:
-    """The fixed golden set: (id, state, questions, controls) covering what the gate must see."""
-    team = {"type": "choice", "instructions": "Which team should handle this ticket?", "criteria": _TEAM}
-    cases: list[dict[str, Any]] = [
-        {"id": "all-three-types", "state": "I was charged twice for my order and the app keeps crashing.",
-         "questions": {
-             "team": team,
-             "urgency": {"type": "score", "instructions": "How urgent is it?",
-                         "criteria": ["not urgent", "somewhat urgent", "urgent", "critical"]},
-             "churn": {"type": "noul", "instructions": "Is the customer about to cancel?"}}},
-        {"id": "left-truncated-conversation", "state": _CONVERSATION,
-         "questions": {"cancel": {"type": "noul", "instructions": "Does the latest message ask to cancel?"},
-                       "team": team}},
-        {"id": "state-longer-than-max-len", "state": _LONG_TEXT,
-         "questions": {"refund": {"type": "noul", "instructions": "Is a refund requested?"}}},
-        {"id": "non-ascii-structured-instructions", "state": {"ticket": "Je veux annuler mon abonnement 😡", "n": 3},
-         "questions": {"lang": {"type": "choice",
-                                "instructions": {"tâche": "langue du ticket", "options": ["fr", "de"]},
-                                "criteria": ["fr", "de", "en", "日本語"]}}},
-        {"id": "noul-labels", "state": "Please send me the invoice again.",
-         "questions": {"invoice": {"type": "noul", "instructions": "Is this about an invoice?",
-                                   "labels": {"false": "unrelated", "true": "invoice"}}}},
-        {"id": "noul-mixed-case-criteria", "state": "The package arrived broken.",
-         "questions": {"damaged": {"type": "noul", "instructions": "Was the item damaged?",
-                                   "criteria": {"TRUE": "the item arrived damaged", "False": "the item is fine"}}}},
-        {"id": "option-over-48-tokens", "state": "My login fails with error 403.",
-         "questions": {"cause": {"type": "choice", "instructions": "Most likely cause",
-                                 "criteria": {"password": _LONG_OPTION, "outage": "a service outage", "other": None}}}},
-        {"id": "collapsed-head", "state": "Route this to the right queue.",
-         "questions": {"queue": {"type": "choice", "instructions": "Which queue?",
-                                 "criteria": ["queue number %d" % i for i in range(60)]}},
-         "controls": {"max_len": 400}},
-        {"id": "numeric-and-bool-labels", "state": {"rating": 4, "text": "pretty good overall"},
-         "questions": {"stars": {"type": "choice", "instructions": "Stars",
-                                 "criteria": [1, 2, 3, 4.5, False, "five"]}}},
-    ]
-    base = {"type": "choice", "instructions": "Which team should handle this ticket?", "criteria": _TEAM}
-    for i, order in enumerate([[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]]):
-        cases.append({"id": "choice-permutation-%d" % i, "state": "I was charged twice for my order.",
-                      "questions": {"team": dict(base, option_order=order)}})
-    for case in cases:
-        case.setdefault("controls", {})
-    return cases
-
-
 # The SIMD extensions that change which kernels PyTorch runs, hence the last bits of an FP32 result.
 _KERNEL_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
 

@@ -206,6 +206,16 @@ def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[st
     return record
 
 
+def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: float | None) -> str:
+    if chosen is not None:
+        return "fastest of the candidates that passed selection (%s): %.1f ms, x%.2f vs fp32" % (
+            ", ".join(passing), chosen.ms, fp32_ms / chosen.ms)
+    if passing:
+        return "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
+            ", ".join(passing), min_speedup or 0, fp32_ms)
+    return "no candidate passed selection"
+
+
 def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
                      candidates: Sequence[str] | None = None, exhaustive: bool = False,
                      min_speedup: float | None = MIN_SPEEDUP, threads: int = SEARCH_THREADS,
@@ -266,15 +276,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
     eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
                                                                   fp32_ms / t.speed_ms >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
-    passing = [t.candidate.name for t in trials if t.passed]
-    if chosen is not None:
-        why = "fastest of the candidates that passed selection (%s): %.1f ms, x%.2f vs fp32" % (
-            ", ".join(passing), chosen.ms, fp32_ms / chosen.ms)
-    elif passing:
-        why = "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
-            ", ".join(passing), min_speedup or 0, fp32_ms)
-    else:
-        why = "no candidate passed selection"
+    why = _why(chosen, [t.candidate.name for t in trials if t.passed], fp32_ms, min_speedup)
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
     record = {
         "policy": "fastest candidate passing selection and at least x%g as fast as fp32; confirmation checked "

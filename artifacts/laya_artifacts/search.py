@@ -1,8 +1,8 @@
 """The precision search: the fastest reduced-precision encoder that passes the gate's selection split.
 
-1. Every fixed candidate (`quantize.FIXED_CANDIDATES`) is written, optimized offline and timed, and so
-   is the FP32 graph: the median of `SPEED_RUNS` warm passes over a fixed batch of selection cases
-   (`speed_batch`), one session thread, in this process.
+1. Every fixed candidate (`quantize.FIXED_CANDIDATES`) is written, optimized offline and timed with
+   the FP32 graph: the median of `SPEED_RUNS` warm passes over a fixed batch of selection cases
+   (`speed_batch`), one session thread, in this process, the graphs' passes interleaved.
 2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
    fastest first and stops at the first that passes: nothing slower can be chosen then.
 3. The per-layer mix: each encoder layer quantized alone (every MatMul of it) is gated on selection
@@ -100,8 +100,7 @@ def speed_batch(rows: Sequence[dict[str, Any]], n: int = SPEED_CASES) -> list[di
     return answerable[::step][:n]
 
 
-def measure_speed(decider: Decider, batch: Sequence[dict[str, Any]], runs: int = SPEED_RUNS) -> list[float]:
-    """Milliseconds per pass over `batch` (one session run per case), after one warm-up pass."""
+def _prepared(decider: Decider, batch: Sequence[dict[str, Any]]) -> list[tuple[Any, Any]]:
     from laya_serverless.core.questions import parse_questions
 
     config = decider.config
@@ -112,13 +111,23 @@ def measure_speed(decider: Decider, batch: Sequence[dict[str, Any]], runs: int =
         built = decider.rows_for(row["state"], questions, row["controls"].get("max_len", config.max_len),
                                  row["controls"].get("head_max_len", config.head_max_len))
         prepared.append((built, questions))
-    timings = []
+    return prepared
+
+
+def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
+                   runs: int = SPEED_RUNS) -> list[list[float]]:
+    """Milliseconds per pass over `batch` (one session run per case) for each decider, after one warm-up
+    pass each. The passes are interleaved (run 1 of every graph, then run 2, ...) so that a neighbour
+    slowing the machine for a while slows every graph alike instead of the one being timed then."""
+    prepared = [_prepared(decider, batch) for decider in deciders]
+    timings: list[list[float]] = [[] for _ in deciders]
     for run in range(runs + 1):
-        started = time.perf_counter()
-        for built, questions in prepared:
-            decider.run_rows(built, questions)
-        if run:  # the first pass warms the session up
-            timings.append((time.perf_counter() - started) * 1000)
+        for decider, work, times in zip(deciders, prepared, timings, strict=True):
+            started = time.perf_counter()
+            for built, questions in work:
+                decider.run_rows(built, questions)
+            if run:  # the first pass warms each session up
+                times.append((time.perf_counter() - started) * 1000)
     return timings
 
 
@@ -138,20 +147,20 @@ class _Search:
         self.probes: list[dict[str, Any]] = []
         self.greedy: list[dict[str, Any]] = []
 
-    def build(self, candidate: Candidate, timed: bool = True) -> Trial:
+    def build(self, candidate: Candidate) -> Trial:
         folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
         graph = self.scratch / ("%s.onnx" % folder.name)
         recipe = quantize_candidate(self.fp32_graph, graph, candidate)
         trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
         trial.decider = Decider.from_artifact(folder, verify=False, threads=self.threads)
-        if timed:
-            self.time(trial)
         return trial
 
-    def time(self, trial: Trial) -> None:
-        assert trial.decider is not None
-        trial.runs_ms = measure_speed(trial.decider, self.batch)
-        trial.speed_ms = statistics.median(trial.runs_ms)
+    def time(self, trials: Sequence[Trial]) -> None:
+        """Time `trials` together, interleaved (`measure_speeds`)."""
+        deciders = [t.decider for t in trials]
+        assert all(d is not None for d in deciders)
+        for trial, runs in zip(trials, measure_speeds(deciders, self.batch), strict=True):  # type: ignore[arg-type]
+            trial.runs_ms, trial.speed_ms = runs, statistics.median(runs)
 
     def gate(self, trial: Trial) -> SplitReport:
         assert trial.decider is not None
@@ -161,7 +170,7 @@ class _Search:
     def layer_mix(self, layers: list[int]) -> Trial | None:
         """Per-layer sensitivity on selection, then the least sensitive layers added while selection passes."""
         for layer in layers:
-            alone = self.build(layer_candidate([layer]), timed=False)
+            alone = self.build(layer_candidate([layer]))
             report = self.gate(alone)
             self.probes.append({"layer": layer, "passed": report.passed, **_brief(report)})
             self.progress("    layer %d alone: %s" % (layer, _figures(report)))
@@ -173,7 +182,7 @@ class _Search:
         for probe in order:
             if not probe["passed"]:
                 break
-            trial = self.build(layer_candidate(chosen + [probe["layer"]]), timed=False)
+            trial = self.build(layer_candidate(chosen + [probe["layer"]]))
             report = self.gate(trial)
             self.greedy.append({"layers": sorted(chosen + [probe["layer"]]), "passed": report.passed,
                                 **_brief(report)})
@@ -186,7 +195,6 @@ class _Search:
             return None
         best.candidate = layer_candidate(chosen, LAYER_MIX)
         best.recipe = dict(best.recipe, name=LAYER_MIX)
-        self.time(best)
         return best
 
 
@@ -230,17 +238,14 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
     baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
     baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
-    search.time(baseline)
+    trials = [search.build(candidate) for candidate in FIXED_CANDIDATES if candidate.name in names]
+    search.time([baseline, *trials])
     fp32_ms = baseline.speed_ms or 0.0
-    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d)"
+    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved)"
              % (fp32_ms, len(search.batch), SPEED_RUNS))
-    trials = []
-    for candidate in FIXED_CANDIDATES:
-        if candidate.name in names:
-            trial = search.build(candidate)
-            trials.append(trial)
-            progress("    %s (%s): %.1f ms, x%.2f vs fp32" % (candidate.name, candidate.description, trial.ms,
-                                                              fp32_ms / trial.ms))
+    for trial in trials:
+        progress("    %s (%s): %.1f ms, x%.2f vs fp32" % (trial.candidate.name, trial.candidate.description,
+                                                          trial.ms, fp32_ms / trial.ms))
     skipped: dict[str, str] = {}
     passed_fastest: Trial | None = None
     for trial in sorted(trials, key=lambda t: t.ms) if not exhaustive else trials:
@@ -270,11 +275,14 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         if mix is None:
             progress("    layer-mix: no layer passes selection on its own; no mix")
         else:
+            again = Trial(baseline.candidate, baseline.directory, {}, baseline.decider)
+            search.time([again, mix])  # against FP32 timed alongside it, scaled to the first FP32 figure
+            mix.speed_ms = fp32_ms * mix.ms / (again.speed_ms or 1.0)
             trials.append(mix)
             progress("    layer-mix %s: %.1f ms, x%.2f vs fp32" % (list(mix.candidate.layers or ()), mix.ms,
                                                                   fp32_ms / mix.ms))
     eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
-                                                                  fp32_ms / t.speed_ms >= min_speedup)]
+                                                                  fp32_ms / t.ms >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
     why = _why(chosen, [t.candidate.name for t in trials if t.passed], fp32_ms, min_speedup)
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))

@@ -12,6 +12,7 @@ from mangum import Mangum
 
 from .errors import SettingsError
 from .http.service import build_service
+from .jobs.stepfunctions import stepfunctions_jobs
 from .settings import API_KEY_SECRET, Settings
 
 
@@ -39,7 +40,8 @@ def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
                  secrets_client: Any = None) -> Mangum:
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
-    app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
+    jobs = stepfunctions_jobs(settings, s3_client)  # /v1/jobs where the stack created the engine
+    app = build_service(settings, s3_client, inline_inference=True, jobs=jobs)  # one event per instance at a time
     return Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path)
 
 

@@ -35,6 +35,14 @@ TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
+# Batch jobs (docs/jobs.md): the engine, the per-job caps, and how shards are sized.
+JOBS_STATE_MACHINE = "LAYA_JOBS_STATE_MACHINE"  # Lambda: the Step Functions engine; unset = the local engine
+JOBS_WORKERS = "LAYA_JOBS_WORKERS"  # local engine: worker processes (0 = no local jobs)
+JOBS_MAX_STATES = "LAYA_JOBS_MAX_STATES"
+JOBS_MAX_INPUT_BYTES = "LAYA_JOBS_MAX_INPUT_BYTES"
+JOBS_TIME_BUDGET = "LAYA_JOBS_TIME_BUDGET"  # seconds of inference one shard is sized for
+JOBS_TOKEN_RATE = "LAYA_JOBS_TOKEN_RATE"  # row tokens per second one worker is assumed to process
+BATCH_TIME_BUDGET = "LAYA_BATCH_TIME_BUDGET"  # seconds; a /batch planned past this is refused (413 -> /v1/jobs)
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -51,6 +59,23 @@ def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
     except ValueError:
         return default
     return value if value > 0 else default
+
+
+def _positive_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        value = float(environ.get(name, "").strip())
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value > 0 else default
+
+
+def _jobs_workers(env: Mapping[str, str]) -> int:
+    text = env.get(JOBS_WORKERS, "").strip()
+    if not text:
+        return 1
+    if not (text.isdigit() and int(text) <= 64):
+        raise SettingsError("invalid %s %r: must be an integer 0-64" % (JOBS_WORKERS, text))
+    return int(text)
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -85,6 +110,13 @@ class Settings:
     cache_dir: str | None = None
     api_base_path: str = "/"
     api_key_secret: str | None = None
+    jobs_state_machine: str | None = None
+    jobs_workers: int = 1
+    jobs_max_states: int = 100_000
+    jobs_max_input_bytes: int = 64 * 1024 * 1024
+    jobs_time_budget: float = 10.0
+    jobs_token_rate: int = 20_000
+    batch_time_budget: float = 0.0  # off: upstream-compatible /batch everywhere but where the stack turns it on
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -137,4 +169,11 @@ class Settings:
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
             api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
             api_key_secret=env.get(API_KEY_SECRET, "").strip() or None,
+            jobs_state_machine=env.get(JOBS_STATE_MACHINE, "").strip() or None,
+            jobs_workers=_jobs_workers(env),
+            jobs_max_states=_positive_int(env, JOBS_MAX_STATES, 100_000),
+            jobs_max_input_bytes=_positive_int(env, JOBS_MAX_INPUT_BYTES, 64 * 1024 * 1024),
+            jobs_time_budget=_positive_float(env, JOBS_TIME_BUDGET, 10.0),
+            jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 20_000),
+            batch_time_budget=_positive_float(env, BATCH_TIME_BUDGET, 0.0),
         )

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
+from ..jobs.plan import check_sync_budget
 from .body import read_json
 from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
 from .serving import Serving, serving
@@ -59,6 +60,8 @@ async def systemone_batch(request: Request, serve: ServingDep,
     async with serve.admitted(authorization) as deployment:
         body = await read_json(request, serve.settings.body_read_timeout)
         batch = batch_controls(body, serve.registry, serve.settings)
+        check_sync_budget(body["states"], body["questions"], batch.controls.max_len, batch.controls.head_max_len,
+                          serve.settings)  # off unless the deployment sets a budget (Lambda: 413 -> /v1/jobs)
         results, elapsed = await serve.infer(batch.controls.model, lambda: answer_batch(
             deployment, serve.detect, serve.settings, body, batch))
         return _timed(batch_response(results, serve.settings.jev_strict), elapsed)

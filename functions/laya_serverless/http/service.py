@@ -22,6 +22,7 @@ from ..artifact.platform import cpu_profile, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..core.decider import Decider
 from ..errors import ArtifactError
+from ..jobs.service import JobService
 from ..settings import Settings
 from .app import create_app
 from .routing import Registry, canonical_name
@@ -76,12 +77,13 @@ def load_deciders(settings: Settings, s3_client: Any = None) -> Loaded:
     return loaded
 
 
-def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False) -> FastAPI:
+def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False,
+                  jobs: JobService | None = None) -> FastAPI:
     try:
         loaded = load_deciders(settings, s3_client)
     except ArtifactError:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
-        return create_app({}, settings, unavailable=UNAVAILABLE)
+        return create_app({}, settings, unavailable=UNAVAILABLE, jobs=jobs)
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         again = load_deciders(settings, s3_client)
@@ -89,4 +91,4 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
 
     extra = {name: name for name in loaded.deciders if name not in Registry().sources}
     return create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
-                      inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+                      inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks, jobs=jobs)

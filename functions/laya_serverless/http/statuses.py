@@ -13,9 +13,11 @@ from fastapi.responses import JSONResponse
 
 from ..errors import (
     BodyTimeout,
+    Conflict,
     InferenceFailed,
     InvalidRequest,
     MalformedRequest,
+    NotFound,
     NotReady,
     Overloaded,
     RequestError,
@@ -29,7 +31,9 @@ _log = logging.getLogger("laya_serverless")
 STATUSES: dict[type[RequestError], int] = {
     MalformedRequest: 400,
     Unauthenticated: 401,
+    NotFound: 404,
     BodyTimeout: 408,
+    Conflict: 409,
     TooLarge: 413,
     UnsupportedEncoding: 415,
     InvalidRequest: 422,

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from laya_serverless import Decider
 from laya_serverless.artifact.store import open_store
 from laya_serverless.http.deployment import Deployment
 from laya_serverless.http.detect import analyse
 from laya_serverless.http.routing import Registry
+from laya_serverless.jobs.local import LocalEngine
 from laya_serverless.jobs.worker import Worker
 from laya_serverless.settings import Settings
 from tests.unit.fakes import RowSession, config, word_encoder
@@ -35,16 +40,34 @@ def states(n: int, poison_at: tuple[int, ...] = ()) -> list[Any]:
     return out
 
 
-def decider(poison: bool = False) -> Decider:
+class SlowSession(RowSession):
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def run(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(self.delay)
+        return super().run(feeds)
+
+
+def decider(poison: bool = False, delay: float = 0.0) -> Decider:
     encoder = word_encoder()
     bad = tuple(encoder.encode(POISON_WORD)) if poison else ()
-    return Decider(RowSession(bad), encoder, config())
+    return Decider(SlowSession(delay) if delay else RowSession(bad), encoder, config())
 
 
-def deployment(poison: bool = False) -> Deployment:
-    return Deployment({"english": decider(poison)}, Registry(), "english")
+def deployment(poison: bool = False, delay: float = 0.0) -> Deployment:
+    return Deployment({"english": decider(poison, delay)}, Registry(), "english")
 
 
-def make_worker(store: str | Path, poison: bool = False, settings: Settings = SETTINGS) -> Worker:
+def make_worker(store: str | Path, poison: bool = False, settings: Settings = SETTINGS, delay: float = 0.0) -> Worker:
     """A worker over a fake deployment; `functools.partial(make_worker, ...)` pickles into worker processes."""
-    return Worker(open_store(store), deployment(poison), settings, Registry(), analyse)
+    return Worker(open_store(store), deployment(poison, delay), settings, Registry(), analyse)
+
+
+def run_engine(store: str, delay: str) -> None:
+    """A server's job engine in a process of its own (for the kill test): resumes the store's jobs, forever."""
+    engine = LocalEngine(open_store(store), partial(make_worker, store, delay=float(delay)), processes=False)
+    engine.open()
+    while True:
+        time.sleep(1)

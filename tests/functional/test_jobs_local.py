@@ -5,6 +5,10 @@ shard changes nothing, a poison shard ends the job partial."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -185,3 +189,33 @@ def test_worker_processes_answer_like_threads(tmp_path: Path, finished: Any) -> 
     assert doc["status"] == "succeeded"
     got = [json.loads(line) for chunk in jobs.results(accepted["id"]) for line in chunk.splitlines()]
     assert got == finished[2]
+
+
+def test_a_server_killed_mid_job_finishes_it_on_restart(tmp_path: Path, finished: Any) -> None:
+    """A real kill: an engine in its own process takes the job, is SIGKILLed after a few shards; a new one resumes."""
+    store = LocalStore(tmp_path)
+    accepted = JobService(store, DeadEngine(), SETTINGS).submit(
+        {"states": states(N_STATES), "questions": QUESTIONS, "lang": "en"}, Registry(), ["english"])
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    server = subprocess.Popen([sys.executable, "-c", "import sys; from tests.functional.jobs_support import "
+                               "run_engine; run_engine(sys.argv[1], sys.argv[2])", str(tmp_path), "0.05"],
+                              env=environ, cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while len(store.list("jobs/%s/results/" % accepted["id"])) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+    done_before = read_job(store, accepted["id"])[0]
+    assert 2 <= done_before["shards_done"] < done_before["shards_total"] and done_before["status"] == "running"
+    restarted = service(tmp_path)
+    restarted.open()
+    try:
+        doc = restarted.engine.wait(accepted["id"], timeout=60)  # type: ignore[attr-defined]
+    finally:
+        restarted.close()
+    assert doc["status"] == "succeeded" and doc["done"] == N_STATES
+    got = [json.loads(line) for chunk in restarted.results(accepted["id"]) for line in chunk.splitlines()]
+    assert [line["index"] for line in got] == list(range(N_STATES))
+    assert [line["result"] for line in got] == [line["result"] for line in finished[2]]

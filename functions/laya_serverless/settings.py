@@ -43,6 +43,7 @@ JOBS_MAX_INPUT_BYTES = "LAYA_JOBS_MAX_INPUT_BYTES"
 JOBS_TIME_BUDGET = "LAYA_JOBS_TIME_BUDGET"  # seconds of inference one shard is sized for
 JOBS_TOKEN_RATE = "LAYA_JOBS_TOKEN_RATE"  # row tokens per second one worker is assumed to process
 BATCH_TIME_BUDGET = "LAYA_BATCH_TIME_BUDGET"  # seconds; a /batch planned past this is refused (413 -> /v1/jobs)
+BATCH_TOKEN_RATE = "LAYA_BATCH_TOKEN_RATE"  # row tokens per second this function answers /batch at
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -117,6 +118,7 @@ class Settings:
     jobs_time_budget: float = 10.0
     jobs_token_rate: int = 20_000
     batch_time_budget: float = 0.0  # off: upstream-compatible /batch everywhere but where the stack turns it on
+    batch_token_rate: int = 20_000
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -176,4 +178,5 @@ class Settings:
             jobs_time_budget=_positive_float(env, JOBS_TIME_BUDGET, 10.0),
             jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 20_000),
             batch_time_budget=_positive_float(env, BATCH_TIME_BUDGET, 0.0),
+            batch_token_rate=_positive_int(env, BATCH_TOKEN_RATE, 20_000),
         )

@@ -1,4 +1,5 @@
-"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms."""
+"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, and
+(unless `-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from constructs import Construct
 from .api import DecisionApi
 from .config import DeployConfig
 from .functions import ApiFunction
+from .jobs import JobsEngine
 from .monitoring import Alarms
 from .storage import ApiKeySecret, ArtifactBucket
 
@@ -21,7 +23,12 @@ class LayaServerlessStack(Stack):
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
         function = ApiFunction(self, "Api", config, artifacts, secret)
         api = DecisionApi(self, "Gateway", config, function.function, secret)
-        Alarms(self, "Alarms", config, function.function, function.log_group)
+        jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
+        Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [])
+        if jobs is not None:
+            jobs.connect_api(function.function, config.timeout_s, config.threads)
+            for name, value, description in jobs.outputs():
+                CfnOutput(self, name, value=value, description=description)
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the Jev API (prefix included)")
         CfnOutput(self, "ArtifactBucketName", value=artifacts.bucket.bucket_name)

@@ -121,7 +121,7 @@ def test_a_local_input_may_be_named_by_key_or_by_its_path_in_the_store(root: Pat
 
 
 def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
-    budget = Settings(default_model="english", batch_time_budget=1.0, jobs_token_rate=100)
+    budget = Settings(default_model="english", batch_time_budget=1.0, batch_token_rate=100)
     answer = {"states": states(10), "questions": QUESTIONS, "lang": "en"}
     refused = TestClient(create_app({"english": decider()}, budget)).post("/v1/systemone/batch", json=answer)
     assert refused.status_code == 413
@@ -130,7 +130,7 @@ def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
     small = TestClient(create_app({"english": decider()}, budget)).post(
         "/v1/systemone/batch", json=dict(answer, states=["a"]))
     assert small.status_code == 200
-    default = TestClient(create_app({"english": decider()}, Settings(default_model="english", jobs_token_rate=100)))
+    default = TestClient(create_app({"english": decider()}, Settings(default_model="english", batch_token_rate=100)))
     assert default.post("/v1/systemone/batch", json=answer).status_code == 200  # off unless the deployment sets it
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..artifact.store import ObjectStore
 from .layout import default_output_key, uri_of
-from .results import count_lines, read_result, read_spec, write_output
-from .state import FAILED, TERMINAL, Doc, end_status, read_job, record_shard, update_job
+from .results import read_spec, write_output
+from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
 from .worker import give_up
 
 NEVER_ANSWERED = "this shard was never answered (the job engine stopped before it could)"
@@ -19,15 +19,9 @@ def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
         return doc
     spec = read_spec(store, job_id)
     shards = len(spec["bounds"]) - 1
-    missing = []
-    for shard in sorted(set(range(shards)) - set(doc["finished"])):
-        data = read_result(store, job_id, shard)
-        if data is None:
-            missing.append(shard)
-        else:  # written, but its writer stopped before counting it
-            record_shard(store, job_id, shard, *count_lines(data))
-    if missing:
-        give_up(store, job_id, missing, reason or NEVER_ANSWERED)
+    unfinished = sorted(set(range(shards)) - set(doc["finished"]))
+    if unfinished:  # error lines where there are no results; counted either way
+        give_up(store, job_id, unfinished, reason or NEVER_ANSWERED)
     key = spec.get("output") or default_output_key(job_id)
     write_output(store, job_id, spec, key)
 

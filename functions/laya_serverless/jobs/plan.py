@@ -86,7 +86,7 @@ def check_sync_budget(states: Sequence[Any], questions: dict[str, Any], max_len:
     """Refuse a `/batch` whose estimated inference cannot finish in this deployment's time budget (off by default)."""
     if not settings.batch_time_budget:
         return
-    seconds = sum(estimated_tokens(states, questions, max_len, head_max_len)) / settings.jobs_token_rate
+    seconds = sum(estimated_tokens(states, questions, max_len, head_max_len)) / settings.batch_token_rate
     if seconds > settings.batch_time_budget:
         raise TooLarge("this batch needs an estimated %.1f s of inference, over this deployment's %.0f s budget "
                        "for one request; send the same body to POST /v1/jobs and read GET /v1/jobs/{id}/results"

@@ -34,7 +34,7 @@ from .results import (
     shard_range,
     write_errors,
 )
-from .state import record_shard
+from .state import read_job, record_shard
 
 _log = logging.getLogger("laya_serverless")
 ANSWERED, REPLAYED, REFUSED = "answered", "replayed", "refused"
@@ -78,11 +78,12 @@ class Worker:
         return outcome
 
     def answer_shard(self, job_id: str, shard: int) -> str:
-        spec = self.spec(job_id)
-        existing = read_result(self.store, job_id, shard)
-        if existing is not None:  # answered before: count it (the writer may have died before it could)
-            record_shard(self.store, job_id, shard, *count_lines(existing))
+        """Answer one shard unless the job already counted it. Decided from the job's document, not by probing
+        for the results object: a reader without s3:ListBucket gets 403, not 404, for a missing key."""
+        doc, _ = read_job(self.store, job_id)
+        if shard in doc["finished"]:
             return REPLAYED
+        spec = self.spec(job_id)
         found = self.store.read(shard_key(job_id, shard))
         if found is None:
             raise JobError("job %r has no shard %d" % (job_id, shard))
@@ -96,8 +97,8 @@ class Worker:
             if isinstance(refusal, InferenceFailed):
                 raise ShardFailed(refusal.detail) from exc
             data, kind = error_lines(shard_range(spec, shard), refusal.detail), REFUSED
-        written = self.store.create(result_key(job_id, shard), data)
-        if not written:  # another delivery of this shard won the race: its lines stand, ours are dropped
+        if not self.store.create(result_key(job_id, shard), data):
+            # Written before: a duplicate delivery won the race, or a writer died before counting. Its lines stand.
             data, kind = read_result(self.store, job_id, shard) or data, REPLAYED
         record_shard(self.store, job_id, shard, *count_lines(data))
         return kind

@@ -66,6 +66,8 @@ def dispatch(worker: Worker, service: JobService, event: Any, context: Any) -> d
         detail = error_detail(event.get(ERROR), int(event.get(ATTEMPTS) or DEFAULT_ATTEMPTS))
         return {JOB: job_id, "given_up": worker.give_up(job_id, _shards(event), detail)}
     if action == FINISH:
-        reason = error_detail(event[ERROR], 1) if event.get(ERROR) else None
+        error = event.get(ERROR)
+        reason = ("this shard was never answered: the job's map failed (%s)" % error.get("Error")
+                  if isinstance(error, dict) else None)
         return public(finish(worker.store, job_id, reason))
     raise JobError("unknown action %r" % action)

@@ -87,3 +87,22 @@ def test_a_swap_that_never_lands_is_an_error(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(store, "swap", lambda *_args: False)
     with pytest.raises(JobError, match="kept moving"):
         update_job(store, "j2", lambda doc: dict(doc, status="running"))
+
+
+def test_the_jobs_settings_are_read_once_with_the_rest() -> None:
+    from laya_serverless.errors import SettingsError
+
+    parsed = Settings.from_environ({"LAYA_JOBS_WORKERS": "0", "LAYA_JOBS_MAX_STATES": "500", "LAYA_JOBS_TIME_BUDGET":
+                                    "37.5", "LAYA_BATCH_TIME_BUDGET": "25", "LAYA_JOBS_TOKEN_RATE": "nope"})
+    assert (parsed.jobs_workers, parsed.jobs_max_states, parsed.jobs_time_budget, parsed.batch_time_budget) == (
+        0, 500, 37.5, 25.0)
+    assert parsed.jobs_token_rate == 20_000 and Settings.from_environ({}).batch_time_budget == 0.0
+    with pytest.raises(SettingsError, match="invalid LAYA_JOBS_WORKERS 'many'"):
+        Settings.from_environ({"LAYA_JOBS_WORKERS": "many"})
+
+
+def test_the_jobs_public_names_are_pinned() -> None:
+    import laya_serverless.jobs as jobs
+
+    assert jobs.__all__ == ["Engine", "JobService", "StepFunctionsEngine", "Worker", "finish"]
+    assert all(hasattr(jobs, name) for name in jobs.__all__)

@@ -2,6 +2,7 @@
 
     laya-serverless serve                 the app on uvicorn (LAYA_HOST/LAYA_PORT, default 127.0.0.1:8000)
     laya-serverless invoke --event FILE   the real Lambda handler on an API Gateway event; prints its response
+    laya-serverless job ...               batch jobs: submit | status | results (a server), run (this machine)
     laya-serverless start-api             an HTTP front that turns each request into an API Gateway event for
                                           the real handler, like `sam local start-api`: REST API (payload 1.0,
                                           what the stack deploys) by default, `--payload v2` for HTTP API events
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .jobs.cli import add_job_commands
 from .local import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 from .settings import Settings
 
@@ -31,11 +33,12 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .http.service import build_service
+    from .jobs.local import local_jobs
     from .server import uvicorn_config
 
     settings = Settings.from_environ()
     host, port = _address(args, settings)
-    app = build_service(settings)
+    app = build_service(settings, jobs=local_jobs(settings))  # /v1/jobs on a local engine
     _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
         "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
     uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
@@ -89,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     invoke = commands.add_parser("invoke", help="run the Lambda handler on one API Gateway event")
     invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
     invoke.set_defaults(run=_invoke)
+    add_job_commands(commands)
     return root
 
 

@@ -50,6 +50,14 @@ class InferenceError(LayaError):
     """The model session failed or returned something unusable (for example a non-finite value)."""
 
 
+class JobError(LayaError):
+    """A job's stored parts cannot be read or moved (a missing or corrupt document, a race lost too many times)."""
+
+
+class ShardFailed(JobError):
+    """A shard could not be answered for a reason of ours; the engine retries it, then gives it up as error lines."""
+
+
 class RequestError(LayaError):
     """A request refused before (or instead of) inference, with the protocol's exact `detail` text."""
 
@@ -76,6 +84,14 @@ class TooLarge(RequestError):
 
 class UnsupportedEncoding(RequestError):
     """The body's `Content-Encoding` is not one this server decodes."""
+
+
+class NotFound(RequestError):
+    """The request names something this deployment does not have (an unknown job id)."""
+
+
+class Conflict(RequestError):
+    """The request cannot be answered in the current state of what it names (a job's results before it ends)."""
 
 
 class InvalidRequest(RequestError):

@@ -15,6 +15,7 @@ from . import snapstart
 from .api_key import read_api_key
 from .guard import GuardedHandler
 from .http.service import build_service
+from .jobs.stepfunctions import stepfunctions_jobs
 from .powertools import Handler, Instrumentation, in_lambda
 from .settings import Settings
 
@@ -41,7 +42,8 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     """The deployed handler: Powertools set up first (so INIT is logged and traced), then the app, guarded."""
     instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
-    app = build_service(settings, s3_client, inline_inference=True)  # one event per instance at a time
+    jobs = stepfunctions_jobs(settings, s3_client)  # /v1/jobs where the stack created the engine
+    app = build_service(settings, s3_client, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):
         snapstart.register(app.state.serving, settings, secrets_client)
     return instrumentation.wrap(lambda_handler(app, settings))

@@ -45,6 +45,15 @@ HEADER_TIMEOUT = "LAYA_HEADER_TIMEOUT"
 KEEP_ALIVE_TIMEOUT = "LAYA_KEEP_ALIVE_TIMEOUT"
 JEV_CONFIDENCE = "LAYA_JEV_CONFIDENCE"
 JEV_CONFIDENCES = ("laya", "jev")  # strict mode's `confidence`: Laya's entropy concentration, or Jev's formula
+# Batch jobs (docs/jobs.md): the engine, the per-job caps, and how shards are sized.
+JOBS_STATE_MACHINE = "LAYA_JOBS_STATE_MACHINE"  # Lambda: the Step Functions engine; unset = the local engine
+JOBS_WORKERS = "LAYA_JOBS_WORKERS"  # local engine: worker processes (0 = no local jobs)
+JOBS_MAX_STATES = "LAYA_JOBS_MAX_STATES"
+JOBS_MAX_INPUT_BYTES = "LAYA_JOBS_MAX_INPUT_BYTES"
+JOBS_TIME_BUDGET = "LAYA_JOBS_TIME_BUDGET"  # seconds of inference one shard is sized for
+JOBS_TOKEN_RATE = "LAYA_JOBS_TOKEN_RATE"  # row tokens per second one worker is assumed to process
+BATCH_TIME_BUDGET = "LAYA_BATCH_TIME_BUDGET"  # seconds; a /batch planned past this is refused (413 -> /v1/jobs)
+BATCH_TOKEN_RATE = "LAYA_BATCH_TOKEN_RATE"  # row tokens per second this function answers /batch at
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -82,6 +91,21 @@ def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...]) -> 
     if text not in choices:
         raise SettingsError("invalid %s %r: must be one of %s" % (name, environ.get(name), ", ".join(choices)))
     return text
+def _positive_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    try:
+        value = float(environ.get(name, "").strip())
+    except ValueError:
+        return default
+    return value if math.isfinite(value) and value > 0 else default
+
+
+def _jobs_workers(env: Mapping[str, str]) -> int:
+    text = env.get(JOBS_WORKERS, "").strip()
+    if not text:
+        return 1
+    if not (text.isdigit() and int(text) <= 64):
+        raise SettingsError("invalid %s %r: must be an integer 0-64" % (JOBS_WORKERS, text))
+    return int(text)
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -135,6 +159,14 @@ class Settings:
     keep_alive_timeout: float = 5.0  # local server: an idle keep-alive connection is closed after this
     jev_confidence: str = "laya"
     device: str = CPU
+    jobs_state_machine: str | None = None
+    jobs_workers: int = 1
+    jobs_max_states: int = 100_000
+    jobs_max_input_bytes: int = 64 * 1024 * 1024
+    jobs_time_budget: float = 10.0
+    jobs_token_rate: int = 20_000
+    batch_time_budget: float = 0.0  # off: upstream-compatible /batch everywhere but where the stack turns it on
+    batch_token_rate: int = 20_000
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -193,5 +225,13 @@ class Settings:
             keep_alive_timeout=_seconds(env, KEEP_ALIVE_TIMEOUT, 5.0),
             jev_confidence=_choice(env, JEV_CONFIDENCE, JEV_CONFIDENCES),
             device=device,
+            jobs_state_machine=env.get(JOBS_STATE_MACHINE, "").strip() or None,
+            jobs_workers=_jobs_workers(env),
+            jobs_max_states=_positive_int(env, JOBS_MAX_STATES, 100_000),
+            jobs_max_input_bytes=_positive_int(env, JOBS_MAX_INPUT_BYTES, 64 * 1024 * 1024),
+            jobs_time_budget=_positive_float(env, JOBS_TIME_BUDGET, 10.0),
+            jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 20_000),
+            batch_time_budget=_positive_float(env, BATCH_TIME_BUDGET, 0.0),
+            batch_token_rate=_positive_int(env, BATCH_TOKEN_RATE, 20_000),
         )
 

@@ -79,6 +79,11 @@ class DecisionApi(Construct):
             "GET", integration, authorizer=authorizer,
             authorization_type=apigw.AuthorizationType.CUSTOM if authorizer else apigw.AuthorizationType.NONE)
         acknowledge(models, NO_COGNITO, *(() if authorizer else (NO_AUTH,)))
+        for verb, path in c.JOB_ROUTES if config.jobs else ():   # batch jobs: the same authorizer and prefix
+            method = self._resource(base, path).add_method(
+                verb, integration, authorizer=authorizer,
+                authorization_type=apigw.AuthorizationType.CUSTOM if authorizer else apigw.AuthorizationType.NONE)
+            acknowledge(method, NO_COGNITO, *(() if authorizer else (NO_AUTH,)))
         if secret is None:
             for path in c.DOCS_PATHS:   # the app serves these only when no key is configured
                 acknowledge(self._resource(base, path).add_method("GET", integration), NO_AUTH, NO_COGNITO)

@@ -17,7 +17,7 @@ _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir",
-        "snapstart", "provisioned_concurrency")
+        "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency")
 
 
 class ConfigError(ValueError):
@@ -71,6 +71,10 @@ class DeployConfig:
     asset_dir: Path = c.DEFAULT_ASSET_DIR
     snapstart: bool = True                        # SnapStart on the API function's published versions
     provisioned_concurrency: int | None = None    # the alternative: instances kept initialized (no SnapStart)
+    jobs: bool = True                              # /v1/jobs, the jobs function and its Step Functions engine
+    jobs_memory_mb: int = c.DEFAULT_JOBS_MEMORY_MB
+    jobs_timeout_s: int = c.DEFAULT_JOBS_TIMEOUT_S
+    jobs_concurrency: int = c.DEFAULT_JOBS_CONCURRENCY
 
     @property
     def function_asset(self) -> Path:
@@ -84,6 +88,10 @@ class DeployConfig:
     def threads(self) -> int:
         """Intra-op threads sized to the vCPUs this memory setting buys (at least one)."""
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
+
+    @property
+    def jobs_threads(self) -> int:
+        return max(1, min(6, int(self.jobs_memory_mb * c.VCPU_PER_MB)))
 
     @property
     def checkpoints(self) -> list[str]:
@@ -162,6 +170,7 @@ class DeployConfig:
         if raw["asset_dir"]:
             values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
         values.update(_warm_start(raw))
+        values.update(_jobs_values(raw))
         config = cls(**values)
         config.check_deployed()
         config.check_assets()
@@ -196,3 +205,14 @@ def _warm_start(raw: dict[str, Any]) -> dict[str, Any]:
                           "run SnapStart on provisioned instances (use %s to keep %d instances warm, or drop %s)"
                           % (_flag("snapstart", "false"), count, _flag("provisioned_concurrency", str(count))))
     return {"snapstart": False, "provisioned_concurrency": count}
+def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if raw["jobs"] is not None:
+        values["jobs"] = _bool(raw["jobs"], "jobs")
+    if raw["jobs_memory"] is not None:
+        values["jobs_memory_mb"] = _int(raw["jobs_memory"], "jobs_memory", c.MIN_MEMORY_MB, c.MAX_MEMORY_MB, "3008")
+    if raw["jobs_timeout"] is not None:
+        values["jobs_timeout_s"] = _int(raw["jobs_timeout"], "jobs_timeout", 30, c.MAX_JOBS_TIMEOUT_S, "300")
+    if raw["jobs_concurrency"] is not None:
+        values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
+    return values

@@ -48,6 +48,22 @@ ALIAS_NAME = "live"
 ASYNC_RETRY_ATTEMPTS = 0
 ASYNC_MAX_EVENT_AGE_S = 3600
 DLQ_RETENTION_DAYS = 14
+# Batch jobs (docs/jobs.md): the jobs function, its Step Functions engine and the shard sizing it is told.
+JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+DEFAULT_JOBS_MEMORY_MB = 2048
+DEFAULT_JOBS_TIMEOUT_S = 300
+MAX_JOBS_TIMEOUT_S = 900                                   # Lambda's own limit
+DEFAULT_JOBS_CONCURRENCY = 10                              # Distributed Map child executions at once
+JOBS_SHARDS_PER_BATCH = 4                                  # Map ItemBatcher: shards per worker invocation
+JOBS_BUDGET_SHARE = 0.5                                    # of the timeout, a batch of shards is planned to use
+JOBS_TASK_RETRIES = 2                                      # Step Functions retries of a worker batch (3 tries)
+JOBS_ASYNC_RETRIES = 2                                     # Lambda's retries of a direct async submission
+JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission older than this goes to the DLQ
+JOBS_DLQ_RETENTION_DAYS = 14
+JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
+# Row tokens a second one vCPU processes (measured locally, docs/jobs.md); shards and the sync budget scale it.
+TOKEN_RATE_PER_VCPU = 10_000
+SYNC_BUDGET_MARGIN_S = 4                                   # of the API timeout: kept for fetch, decode, answer
 
 # Paths inside the prefix, as the protocol names them.
 DECISION_PATHS = ("v1/systemone", "v1/systemone/batch")

@@ -65,7 +65,7 @@ class ApiFunction(Construct):
         super().__init__(scope, construct_id)
         self.log_group = _log_group(self, "Logs")
         role = _role(self, "Role", self.log_group)
-        layer = lambda_.LayerVersion(
+        self.layer = layer = lambda_.LayerVersion(
             self, "Dependencies",
             code=lambda_.Code.from_asset(str(config.layer_asset)),
             compatible_runtimes=[_RUNTIME],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
@@ -19,7 +21,8 @@ _PERIOD = Duration.minutes(5)
 
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, function: lambda_.Function,
-                 log_group: logs.ILogGroup) -> None:
+                 log_group: logs.ILogGroup, others: Sequence[cloudwatch.Alarm] = ()) -> None:
+        """`others`: alarms made elsewhere (the jobs dead-letter queue's) that notify the same address."""
         super().__init__(scope, construct_id)
         # Lambda publishes no INIT metric; its JSON platform report carries initDurationMs on cold starts.
         logs.MetricFilter(
@@ -56,5 +59,5 @@ class Alarms(Construct):
         if config.alarm_email:
             topic = sns.Topic(self, "Topic", enforce_ssl=True)
             topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-            for alarm in self.alarms:
+            for alarm in [*self.alarms, *others]:
                 alarm.add_alarm_action(actions.SnsAction(topic))

@@ -1,4 +1,5 @@
-"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms."""
+"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, and
+(unless `-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from .config import DeployConfig
 from .functions import ApiFunction
 from .gpu import GpuEndpoint
 from .gpu_config import GpuConfig
+from .jobs import JobsEngine
 from .monitoring import Alarms
 from .operations import DeadLetters
 from .storage import ApiKeySecret, ArtifactBucket
@@ -27,7 +29,12 @@ class LayaServerlessStack(Stack):
         function = ApiFunction(self, "Api", config, artifacts, secret, dead_letters)
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
-        Alarms(self, "Alarms", config, function.function, function.log_group)
+        jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
+        Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [])
+        if jobs is not None:
+            jobs.connect_api(function.function, config.timeout_s, config.threads)
+            for name, value, description in jobs.outputs():
+                CfnOutput(self, name, value=value, description=description)
         if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
             endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
             CfnOutput(self, "GpuApiUrl", value=endpoint.url, description="Base URL of the Jev API on the GPU")

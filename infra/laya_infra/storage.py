@@ -9,7 +9,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from .config import DeployConfig
-from .suppressions import API_KEY_ROTATION, acknowledge, artifact_prefix_rule
+from .suppressions import API_KEY_ROTATION, ARTIFACT_OBJECTS, acknowledge, prefix_rule
 
 
 class ArtifactBucket(Construct):
@@ -49,13 +49,17 @@ class ArtifactBucket(Construct):
 
     def artifact_objects_finding(self) -> tuple[str, str]:
         """The cdk-nag finding the artifacts/ prefix grant raises, as cdk-nag spells the resource."""
-        prefix = "%s/artifacts/*" % self.config.artifact_prefix
+        return self.prefix_finding("artifacts/", ARTIFACT_OBJECTS)
+
+    def prefix_finding(self, key_prefix: str, reason: str) -> tuple[str, str]:
+        """The cdk-nag finding a grant on `<artifact prefix>/<key_prefix>*` raises, acknowledged with `reason`."""
+        prefix = "%s/%s*" % (self.config.artifact_prefix, key_prefix)
         if self.config.artifact_bucket:
-            return artifact_prefix_rule("arn:<AWS::Partition>:s3:::%s/%s" % (self.config.artifact_bucket, prefix))
+            return prefix_rule("arn:<AWS::Partition>:s3:::%s/%s" % (self.config.artifact_bucket, prefix), reason)
         default = self.bucket.node.default_child
         assert isinstance(default, CfnElement)
         logical_id = Stack.of(self).get_logical_id(default)
-        return artifact_prefix_rule("<%s.Arn>/%s" % (logical_id, prefix))
+        return prefix_rule("<%s.Arn>/%s" % (logical_id, prefix), reason)
 
     def read_statements(self, target: str | None = None) -> list[iam.PolicyStatement]:
         """GetObject on each deployed checkpoint's pointer (for `target`, default the API's) and on the

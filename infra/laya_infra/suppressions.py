@@ -27,6 +27,18 @@ NO_WAF = ("AwsSolutions-APIG3",
 NO_REQUEST_MODELS = ("AwsSolutions-APIG2",
                      "The app validates every body with the protocol's exact errors; a gateway model would answer "
                      "malformed requests differently from upstream")
+JOBS_OBJECTS = ("Job ids are made when a job is submitted, so job access is scoped to the jobs/ key prefix of the "
+                "store (GetObject/PutObject, and the engine's multipart parts for its result manifest), never the "
+                "whole bucket")
+DLQ_IS_THE_DLQ = ("AwsSolutions-SQS3",
+                  "This queue is the dead-letter queue: the jobs engine's catch and the jobs function's async "
+                  "on-failure destination send to it; an alarm watches its depth")
+LAMBDA_VERSIONS = "Step Functions invokes the jobs function by ARN; the :* covers its versions and aliases only"
+STATES_EXECUTIONS = ("A Distributed Map describes, stops and redrives the child executions it starts; their names are "
+                     "made at run time, under this state machine's own executions")
+VENDED_LOGS_AND_TRACES = ("AwsSolutions-IAM5[Resource::*]",
+                          "CloudWatch Logs vended delivery and X-Ray trace APIs take no resource ARNs; Step Functions "
+                          "needs them to write its execution logs and traces (added by the CDK for logs=, tracing=)")
 NO_AUTH = ("AwsSolutions-APIG4", "Deployed with -c auth=false: an open API was asked for explicitly")
 DLQ_ITSELF = ("AwsSolutions-SQS3", "This queue is the dead-letter queue of the functions' async invocations")
 XRAY = ("AwsSolutions-IAM5[Resource::*]",
@@ -46,4 +58,8 @@ def acknowledge(construct: IConstruct, *items: Acknowledgement) -> None:
 
 
 def artifact_prefix_rule(resource: str) -> Acknowledgement:
-    return ("AwsSolutions-IAM5[Resource::%s]" % resource, ARTIFACT_OBJECTS)
+    return prefix_rule(resource, ARTIFACT_OBJECTS)
+
+
+def prefix_rule(resource: str, reason: str) -> Acknowledgement:
+    return ("AwsSolutions-IAM5[Resource::%s]" % resource, reason)

@@ -150,7 +150,8 @@ def test_api_role_is_least_privilege(synth):
     statements = [s for s in statements if s not in tracing]
     actions = [a for s in statements for a in as_list(s["Action"])]
     assert all("*" not in a for a in actions), actions
-    assert {a for a in actions if a.startswith("s3:")} == {"s3:GetObject"}
+    # Read artifacts and pointers; read, write and list only under jobs/ (batch jobs are submitted here).
+    assert {a for a in actions if a.startswith("s3:")} == {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}
     assert all(s["Effect"] == "Allow" for s in statements)
     for statement in statements:
         for resource in as_list(statement["Resource"]):
@@ -160,6 +161,11 @@ def test_api_role_is_least_privilege(synth):
     assert any("/laya-artifacts/pointers/legal-v2/cpu-int8.json" in r for r in s3)
     wildcards = [r for r in s3 if "*" in r]
     assert wildcards and all("/laya-artifacts/artifacts/*" in r for r in wildcards)
+    writes = [json.dumps(r) for s in statements if "s3:PutObject" in as_list(s["Action"])
+              for r in as_list(s["Resource"])]
+    assert writes and all(r.endswith('"/laya-artifacts/jobs/*"]]}') for r in writes), writes
+    [listing] = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["laya-artifacts/jobs/*"]}}
     secret_reads = [s for s in statements if "secretsmanager:GetSecretValue" in as_list(s["Action"])]
     assert secret_reads and all("Ref" in s["Resource"] for s in secret_reads)
     logs = [s for s in statements if "logs:PutLogEvents" in as_list(s["Action"])]
@@ -175,9 +181,10 @@ def test_decision_routes_need_the_authorizer_and_health_does_not(synth):
         "AuthorizerResultTtlInSeconds": 300,
     })
     routes = methods(raw)
+    jobs = {("POST", "/v1/jobs"), ("GET", "/v1/jobs/{id}"), ("GET", "/v1/jobs/{id}/results")}
     assert set(routes) == {("GET", "/health"), ("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch"),
-                           ("GET", "/v1/models")}
-    for route in (("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch"), ("GET", "/v1/models")):
+                           ("GET", "/v1/models")} | jobs
+    for route in {("POST", "/v1/systemone"), ("POST", "/v1/systemone/batch"), ("GET", "/v1/models")} | jobs:
         assert routes[route]["AuthorizationType"] == "CUSTOM"
         assert "AuthorizerId" in routes[route]
     assert routes[("GET", "/health")]["AuthorizationType"] == "NONE"
@@ -205,7 +212,9 @@ def test_gateway_denials_answer_like_the_protocol(synth):
 def test_routes_live_under_the_prefix(synth):
     _, raw, _ = synth(prefix="/laya/v2", stage="live")
     assert set(methods(raw)) == {("GET", "/laya/v2/health"), ("POST", "/laya/v2/v1/systemone"),
-                                 ("POST", "/laya/v2/v1/systemone/batch"), ("GET", "/laya/v2/v1/models")}
+                                 ("POST", "/laya/v2/v1/systemone/batch"), ("GET", "/laya/v2/v1/models"),
+                                 ("POST", "/laya/v2/v1/jobs"), ("GET", "/laya/v2/v1/jobs/{id}"),
+                                 ("GET", "/laya/v2/v1/jobs/{id}/results")}
     variables = api_function(raw)["Environment"]["Variables"]
     assert variables[env.API_BASE_PATH] == "/laya/v2"
     assert variables[env.ROOT_PATH] == "/live/laya/v2"
@@ -257,7 +266,8 @@ def test_alarms_cover_errors_throttles_duration_and_cold_starts(synth):
 
 def test_outputs_name_the_url_bucket_store_and_secret(synth):
     _, raw, _ = synth()
-    assert {"ApiUrl", "ArtifactBucketName", "ArtifactStore", "ApiKeySecretArn"} <= set(raw["Outputs"])
+    assert {"ApiUrl", "ArtifactBucketName", "ArtifactStore", "ApiKeySecretArn", "JobsInputPrefix",
+            "JobsOutputPrefix", "JobsFunctionName"} <= set(raw["Outputs"])
 
 
 @pytest.mark.parametrize("context, message", [

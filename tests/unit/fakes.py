@@ -46,3 +46,29 @@ class FixedSession:
             k = int(mask[r].sum())
             logits[r, :k] = self.logits[:k]
         return logits, np.tile(self.act_logits, (mask.shape[0], 1))
+
+
+class RowSession:
+    """Logits that depend on each row's own tokens (never on the pass it shares or its padding), so answers
+    differ from state to state and any mix-up of rows, shards or indices shows. `poison` token ids fail a pass."""
+
+    def __init__(self, poison: tuple[int, ...] = ()) -> None:
+        self.poison = poison
+        self.passes = 0
+
+    def run(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        from laya_serverless.errors import InferenceError
+
+        self.passes += 1
+        ids, attention, mask = feeds["input_ids"], feeds["attention_mask"], feeds["marker_mask"]
+        logits = np.full(mask.shape, -1e4, dtype=np.float32)
+        act = np.zeros((mask.shape[0], 3), dtype=np.float32)
+        for r in range(mask.shape[0]):
+            row = ids[r][attention[r] == 1]
+            if any(int(t) in self.poison for t in row):
+                raise InferenceError("poisoned row")
+            seed = int(row.sum())
+            k = int(mask[r].sum())
+            logits[r, :k] = [((seed * (j + 3)) % 11) / 3.0 for j in range(k)]
+            act[r] = [(seed % 5) / 4.0, 0.0, ((seed // 5) % 3) / 2.0]
+        return logits, act

@@ -19,10 +19,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.decider import Decider
 from ..errors import RequestError, SettingsError
+from ..jobs.service import JobService
 from ..settings import Settings
 from .catalog import router as catalog_router
 from .deployment import Deployment, Reload, Revisions
 from .detect import analyse
+from .job_routes import router as job_router
 from .request_id import RequestIdFilter, RequestIdMiddleware
 from .routes import router
 from .routing import Detector, Registry
@@ -55,16 +57,21 @@ async def _idle_reaper(serve: Serving) -> None:
             _log.info("idle for %.1fs: unloaded the checkpoints", idle)
 
 
-def build_app(serve: Serving) -> FastAPI:
+def build_app(serve: Serving, jobs: JobService | None = None) -> FastAPI:
     """The FastAPI app over one `Serving`. Lambda never runs the lifespan (Mangum's `lifespan="off"`),
-    so the idle reaper only runs in a long-lived server."""
+    so the idle reaper only runs in a long-lived server, as does a local job engine (`jobs`: the
+    `/v1/jobs` routes; their engine opens with the server, resuming unfinished jobs)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         reaper = asyncio.create_task(_idle_reaper(serve)) if serve.settings.idle_unload_seconds else None
+        if jobs is not None:
+            jobs.open()
         try:
             yield
         finally:
+            if jobs is not None:
+                jobs.close()
             if reaper is not None:
                 reaper.cancel()
                 with suppress(asyncio.CancelledError):
@@ -79,6 +86,9 @@ def build_app(serve: Serving) -> FastAPI:
     app.include_router(router)
     app.include_router(catalog_router)
     app.include_router(sagemaker_router)  # /ping + /invocations: the GPU container's contract, everywhere
+    if jobs is not None:
+        app.state.jobs = jobs
+        app.include_router(job_router)
     if serve.settings.root_path:
         app.add_middleware(_RootPath, root_path=serve.settings.root_path)
     app.add_middleware(RequestIdMiddleware)  # outermost: every answer, refusals and 404s included, carries the id
@@ -91,17 +101,18 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
                registry: Registry | None = None, revisions: Revisions | None = None,
                unavailable: str | None = None, inline_inference: bool = False,
                reload: Reload | None = None,
-               target_fallbacks: Mapping[str, Mapping[str, str]] | None = None) -> FastAPI:
+               target_fallbacks: Mapping[str, Mapping[str, str]] | None = None,
+               jobs: JobService | None = None) -> FastAPI:
     """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
     every decision route answers 503 with that detail and `/health` reports `ready: false`.
 
     `inline_inference` runs inference on the event loop instead of a worker thread, for a Lambda
     instance, which only ever holds one event and would pay the thread hop for nothing. With
     `settings.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload.
-    `target_fallbacks` (name -> served target and why) is reported by `/health`."""
+    `target_fallbacks` (name -> served target and why) is reported by `/health`. `jobs` adds `/v1/jobs`."""
     registry = registry or Registry()
     if settings.idle_unload_seconds and reload is None:
         raise SettingsError("idle unload needs a way to reload the checkpoints")
     deployment = (Deployment(deciders, registry, settings.default_model, revisions, reload, target_fallbacks)
                   if unavailable is None else None)
-    return build_app(Serving(settings, deployment, registry, detect, unavailable, inline_inference))
+    return build_app(Serving(settings, deployment, registry, detect, unavailable, inline_inference), jobs)

@@ -78,6 +78,16 @@ def batch_controls(body: Any, registry: Registry, settings: Settings) -> BatchCo
     return BatchControls(controls, limits.effective_batch_size(caller, planned), sort_by_length)
 
 
+def job_controls(body: dict[str, Any], registry: Registry, settings: Settings) -> BatchControls:
+    """The controls `batch_controls` resolves, by the same rules, for a job (whose states are checked by
+    `laya_serverless.jobs.spec`, without the batch's state cap). `batch_size` is the caller's: each shard
+    caps it by its own plan, as `/batch` does for its states."""
+    limits.refuse_hooks(body)
+    limits.refuse_out_parameters(body)
+    controls = _controls(body, registry, settings)
+    return BatchControls(controls, limits.batch_size_param(body), bool(limits.sort_by_length_param(body)))
+
+
 def _answer_state(deployment: Deployment, detect: Detector, settings: Settings, state: Any,
                   questions: dict[str, Any], controls: Controls) -> dict[str, Any]:
     decider, decision = deployment.decide(state, questions, detect, controls, settings.auto_task)

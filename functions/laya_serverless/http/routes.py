@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
+from ..jobs.plan import check_sync_budget
 from . import strict, telemetry
 from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
 from .devices import device_report, preference_report
@@ -60,6 +61,8 @@ async def systemone_batch(request: Request, serve: ServingDep,
     async with serve.received(request, authorization) as (deployment, body):
         body = strict.prepared(body) if serve.settings.jev_strict else body
         batch = batch_controls(body, serve.registry, serve.settings)
+        check_sync_budget(body["states"], body["questions"], batch.controls.max_len, batch.controls.head_max_len,
+                          serve.settings)  # off unless the deployment sets a budget (Lambda: 413 -> /v1/jobs)
         results, elapsed = await serve.infer(batch.controls.model, lambda: answer_batch(
             deployment, serve.detect, serve.settings, body, batch))
         return _timed(batch_response(results, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)

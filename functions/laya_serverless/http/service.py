@@ -25,6 +25,7 @@ from ..artifact.store import ObjectStore, open_store
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..errors import ArtifactError, DeviceUnavailable
+from ..jobs.service import JobService
 from ..settings import Settings
 from .app import create_app
 from .catalog import CATALOG_STATE, describe
@@ -101,14 +102,16 @@ def load_deciders(settings: Settings, s3_client: Any = None, placement: Placemen
 
 
 def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False,
-                  placement: Placement = ONNXRUNTIME) -> FastAPI:
+                  placement: Placement = ONNXRUNTIME,
+                  jobs: JobService | None = None) -> FastAPI:
     try:
         loaded = load_deciders(settings, s3_client, placement)
     except ArtifactError as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
-        return create_app({}, settings, unavailable=str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE)
+        return create_app({}, settings, unavailable=str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE,
+                          jobs=jobs)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
 
@@ -118,6 +121,7 @@ def build_service(settings: Settings, s3_client: Any = None, inline_inference: b
 
     extra = {name: name for name in loaded.deciders if name not in Registry().sources}
     app = create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
-                     inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks)
+                     inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks,
+                     jobs=jobs)
     setattr(app.state, CATALOG_STATE, loaded.catalog)
     return app

@@ -19,11 +19,13 @@ from .. import observe
 from ..errors import (
     BodyTimeout,
     ClientDisconnected,
+    Conflict,
     DeviceOutOfMemory,
     InferenceFailed,
     InvalidRequest,
     MalformedEvent,
     MalformedRequest,
+    NotFound,
     NotReady,
     Overloaded,
     RequestError,
@@ -40,7 +42,9 @@ STATUSES: dict[type[RequestError], int] = {
     MalformedEvent: 400,
     ClientDisconnected: 400,  # never read by anyone; 400 rather than nginx's non-standard 499
     Unauthenticated: 401,
+    NotFound: 404,
     BodyTimeout: 408,
+    Conflict: 409,
     TooLarge: 413,
     UnsupportedEncoding: 415,
     InvalidRequest: 422,

@@ -1,0 +1,39 @@
+"""The merger: ends a job. Every shard still without results is given up as error lines (so every
+index appears exactly once, as a result or an error), the results are merged in input order into the
+job's output, and the status moves to succeeded, partial or failed. Ending twice changes nothing."""
+
+from __future__ import annotations
+
+from ..artifact.store import ObjectStore
+from .layout import default_output_key, uri_of
+from .results import read_spec, write_output
+from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
+from .worker import give_up
+
+NEVER_ANSWERED = "this shard was never answered (the job engine stopped before it could)"
+
+
+def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
+    doc, _ = read_job(store, job_id)
+    if doc["status"] in TERMINAL:
+        return doc
+    spec = read_spec(store, job_id)
+    shards = len(spec["bounds"]) - 1
+    unfinished = sorted(set(range(shards)) - set(doc["finished"]))
+    if unfinished:  # error lines where there are no results; counted either way
+        give_up(store, job_id, unfinished, reason or NEVER_ANSWERED)
+    key = spec.get("output") or default_output_key(job_id)
+    write_output(store, job_id, spec, key)
+
+    def end(current: Doc) -> Doc | None:
+        if current["status"] in TERMINAL:
+            return None
+        return dict(current, status=end_status(current), output=uri_of(store, key))
+
+    return update_job(store, job_id, end)
+
+
+def fail(store: ObjectStore, job_id: str, detail: str) -> Doc:
+    """A job that cannot run at all (its engine refused to start it): failed, saying why."""
+    return update_job(store, job_id, lambda doc: None if doc["status"] in TERMINAL
+                      else dict(doc, status=FAILED, detail=detail))

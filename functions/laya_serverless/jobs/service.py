@@ -1,0 +1,89 @@
+"""Jobs as the routes and the direct invocation see them: submit (check, split, store, start), status, results.
+
+The engine is injected: the local one (a worker pool on this machine) or Step Functions. Submitting
+writes, in order, the shards, the spec, the item manifest and then the job document, each create-only,
+so a job that can be read always has all its parts, and a replayed submission of the same job (an
+async invocation retried by Lambda) writes nothing new and starts the same engine run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from ..artifact.store import ObjectStore
+from ..errors import Conflict, LayaError, NotReady
+from ..http.routing import Registry
+from ..settings import Settings
+from .layout import default_output_key, job_key, manifest_key, new_job_id, shard_key, spec_key
+from .merge import fail
+from .plan import estimated_tokens, shard_bounds
+from .results import iter_results, read_spec
+from .spec import job_request
+from .state import FAILED, TERMINAL, Doc, encode, new_job, public, read_job
+
+_WRITERS = 16  # parallel shard writes: S3 PUTs are ~20-50 ms each
+
+
+class Engine(Protocol):
+    def start(self, job_id: str) -> None:
+        """Have every shard of the stored job answered, then the job ended (`merge.finish`)."""
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JobService:
+    def __init__(self, store: ObjectStore, engine: Engine, settings: Settings) -> None:
+        self.store, self.engine, self.settings = store, engine, settings
+
+    def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None) -> Doc:
+        """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route)."""
+        request = job_request(body, self.store, registry, deployed, self.settings)
+        job_id = job_id or new_job_id()
+        tokens = estimated_tokens(request.states, request.questions, request.controls.get("max_len"),
+                                  request.controls.get("head_max_len"))
+        bounds = shard_bounds(tokens, len(request.questions), request.controls.get("max_len"), self.settings)
+        spec = {"id": job_id, "questions": request.questions, "controls": request.controls, "bounds": bounds,
+                "output": request.output or default_output_key(job_id)}
+        shards = len(bounds) - 1
+        with ThreadPoolExecutor(max_workers=min(_WRITERS, shards)) as pool:
+            list(pool.map(lambda n: self.store.create(shard_key(job_id, n), encode(
+                {"job": job_id, "shard": n, "start": bounds[n], "states": request.states[bounds[n]:bounds[n + 1]]})),
+                range(shards)))
+        if not self.store.create(spec_key(job_id), encode(spec)):
+            found = self.store.read(spec_key(job_id))
+            if found is None or found[0] != encode(spec):
+                raise Conflict("job %r already exists with another request" % job_id)
+        self.store.create(manifest_key(job_id), encode([{"shard": n} for n in range(shards)]))
+        self.store.create(job_key(job_id), encode(new_job(job_id, len(request.states), shards)))
+        doc, _ = read_job(self.store, job_id)
+        if doc["status"] not in TERMINAL:
+            try:
+                self.engine.start(job_id)
+            except LayaError as exc:
+                fail(self.store, job_id, "the job engine could not start this job: %s" % exc)
+                raise NotReady("the job engine could not start this job; try again later") from exc
+        return {"id": job_id, "status": doc["status"], "states": doc["states"], "shards": doc["shards_total"]}
+
+    def status(self, job_id: str) -> Doc:
+        return public(read_job(self.store, job_id)[0])
+
+    def results(self, job_id: str) -> Iterator[bytes]:
+        """The job's result lines in input order, once it has ended (409 before; 404 for an unknown id)."""
+        doc, _ = read_job(self.store, job_id)
+        if doc["status"] == FAILED and doc["shards_done"] < doc["shards_total"]:
+            raise Conflict("job %r failed without results: %s" % (job_id, doc.get("detail") or "see its status"))
+        if doc["status"] not in TERMINAL:
+            raise Conflict("job %r is %s (%d of %d shards done); its results are ready once its status is "
+                           "succeeded, partial or failed" % (job_id, doc["status"], doc["shards_done"],
+                                                              doc["shards_total"]))
+        return iter_results(self.store, job_id, read_spec(self.store, job_id))
+
+    def open(self) -> None:
+        self.engine.open()
+
+    def close(self) -> None:
+        self.engine.close()

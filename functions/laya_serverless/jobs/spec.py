@@ -1,0 +1,131 @@
+"""A job request, checked before anything is written: the questions and controls by the very rules of
+`/v1/systemone/batch` (`http.decisions`, `http.limits`), each state by the single-state rules, with
+where it came from (`states[3]`, `input line 7`) in the refusal. The batch's 64-state cap gives way
+to the deployment's per-job cap (`LAYA_JOBS_MAX_STATES`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..artifact.store import ObjectStore
+from ..core.questions import parse_questions
+from ..errors import InvalidRequest, MalformedRequest, QuestionError, RequestError, TooLarge
+from ..http import limits
+from ..http.decisions import BatchControls, choice_cap, job_controls
+from ..http.routing import Registry, route
+from ..settings import Settings
+from .layout import INPUT_PREFIX, OUTPUT_PREFIX, key_in
+
+CONTROL_FIELDS = ("model", "task", "lang", "lang_guess", "max_len", "head_max_len", "min_confidence", "batch_size",
+                  "sort_by_length")
+_SHAPE = "request body must be an object with 'questions' and either 'states' (a list) or 'input' (a store URI)"
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    states: list[Any]
+    questions: dict[str, Any]
+    controls: dict[str, Any]  # the control fields as sent; each worker resolves them again by the same rules
+    batch: BatchControls
+    output: str | None  # a store key under jobs/output/, or None for the default
+
+
+def _relabel(error: RequestError, where: str) -> RequestError:
+    return type(error)("%s: %s" % (where, error.detail))
+
+
+def check_states(states: Sequence[Any], labels: Iterator[str], settings: Settings) -> None:
+    if len(states) > settings.jobs_max_states:
+        raise TooLarge("too many states in job (%d > %d)" % (len(states), settings.jobs_max_states))
+    for state, where in zip(states, labels, strict=False):
+        try:
+            limits.check_request_limits(state, {})  # no questions: only the state's own presence and size
+            if limits.has_lone_surrogate(state):
+                raise MalformedRequest("state contains an unpaired surrogate escape; those cannot be encoded as "
+                                       "UTF-8")
+        except RequestError as exc:
+            raise _relabel(exc, where) from None
+
+
+def parse_input(data: bytes, settings: Settings) -> tuple[list[Any], list[int]]:
+    """States of a JSONL file (one JSON value a line; blank lines skipped) and the line number of each."""
+    states: list[Any] = []
+    lines: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        if len(states) >= settings.jobs_max_states:
+            raise TooLarge("too many states in job input (over %d)" % settings.jobs_max_states)
+        try:
+            states.append(json.loads(raw))
+        except UnicodeDecodeError:
+            raise MalformedRequest("input line %d is not UTF-8" % number) from None
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid JSON"
+            raise MalformedRequest("input line %d is not valid JSON (%s)" % (number, reason)) from None
+        lines.append(number)
+    if not states:
+        raise MalformedRequest("input holds no states: one JSON value (the state) per line")
+    return states, lines
+
+
+def read_input(store: ObjectStore, name: Any, settings: Settings) -> list[Any]:
+    if not isinstance(name, str) or not name:
+        raise MalformedRequest("'input' must be a store URI (or key) of a JSONL file, one state per line")
+    key = key_in(store, name, INPUT_PREFIX, "input")
+    found = store.read(key)
+    if found is None:
+        raise InvalidRequest("input %r does not exist" % name)
+    if len(found[0]) > settings.jobs_max_input_bytes:
+        raise TooLarge("input too large (%d > %d bytes)" % (len(found[0]), settings.jobs_max_input_bytes))
+    states, lines = parse_input(found[0], settings)
+    check_states(states, ("input line %d" % n for n in lines), settings)
+    return states
+
+
+def _check_model(states: list[Any], questions: dict[str, Any], batch: BatchControls, registry: Registry,
+                 deployed: Sequence[str]) -> None:
+    """A pinned `model` or `task` that is not deployed is refused now, not once per shard."""
+    controls = batch.controls
+    if controls.model is None and controls.task is None:
+        return
+    try:
+        key = route(registry, states[0], questions, lambda _state: {}, model=controls.model,
+                    task=controls.task)["model"]
+    except QuestionError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if key not in deployed:
+        raise InvalidRequest("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(deployed)))
+
+
+def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Sequence[str],
+                settings: Settings) -> JobRequest:
+    """Every check a job request gets, in the protocol's order: shape, questions, controls, states."""
+    if not isinstance(body, dict) or "questions" not in body or ("states" in body) == ("input" in body):
+        raise MalformedRequest(_SHAPE)
+    questions = body["questions"]
+    limits.check_request_limits("", questions, choice_cap(settings))
+    controls = {name: body[name] for name in CONTROL_FIELDS if name in body}
+    # States are checked on their own below, each named in its refusal.
+    batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, settings)
+    try:
+        parse_questions(questions)
+    except QuestionError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if "states" in body:
+        states = body["states"]
+        if not isinstance(states, list) or not states:
+            raise MalformedRequest("'states' must be a non-empty list")
+        check_states(states, ("states[%d]" % i for i in range(len(states))), settings)
+    else:
+        states = read_input(store, body["input"], settings)
+    output = body.get("output")
+    if output is not None:
+        if not isinstance(output, str):
+            raise MalformedRequest("'output' must be a store URI (or key) under the job output prefix")
+        output = key_in(store, output, OUTPUT_PREFIX, "output")
+    _check_model(states, questions, batch, registry, deployed)
+    return JobRequest(states, questions, controls, batch, output)

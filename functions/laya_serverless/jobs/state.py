@@ -1,0 +1,101 @@
+"""A job's state: one JSON document per job (`jobs/<id>/job.json`), only ever moved by compare-and-swap.
+
+Recording a shard is idempotent: the document keeps the set of finished shards, so a replayed or
+duplicated shard changes nothing. Status: queued -> running -> succeeded | partial | failed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ..artifact.store import ObjectStore
+from ..errors import JobError, NotFound
+from .layout import is_job_id, job_key
+
+QUEUED, RUNNING, SUCCEEDED, PARTIAL, FAILED = "queued", "running", "succeeded", "partial", "failed"
+TERMINAL = (SUCCEEDED, PARTIAL, FAILED)
+PUBLIC_FIELDS = ("id", "status", "states", "done", "failed", "shards_total", "shards_done", "created_at",
+                 "updated_at", "output")
+_SWAP_TRIES = 200
+
+Doc = dict[str, Any]
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def encode(document: Any) -> bytes:
+    """The one JSON spelling of everything a job stores (what FastAPI's JSONResponse writes, too)."""
+    return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def new_job(job_id: str, states: int, shards: int) -> Doc:
+    stamp = now()
+    return {"id": job_id, "status": QUEUED, "states": states, "done": 0, "failed": 0, "shards_total": shards,
+            "shards_done": 0, "created_at": stamp, "updated_at": stamp, "output": None, "finished": []}
+
+
+def read_job(store: ObjectStore, job_id: str) -> tuple[Doc, str]:
+    """The job's document and its version; NotFound for an id this store never saw."""
+    found = store.read(job_key(job_id)) if is_job_id(job_id) else None
+    if found is None:
+        raise NotFound("no job %r" % job_id)
+    try:
+        doc = json.loads(found[0])
+    except ValueError as exc:
+        raise JobError("the document of job %r is corrupt" % job_id) from exc
+    return doc, found[1]
+
+
+def update_job(store: ObjectStore, job_id: str, change: Callable[[Doc], Doc | None]) -> Doc:
+    """Apply `change` (None: nothing to do) by compare-and-swap, retrying with jitter when another writer won."""
+    for attempt in range(_SWAP_TRIES):
+        doc, version = read_job(store, job_id)
+        changed = change(json.loads(json.dumps(doc)))
+        if changed is None:
+            return doc
+        changed["updated_at"] = now()
+        if store.swap(job_key(job_id), encode(changed), version):
+            return changed
+        time.sleep(random.uniform(0, min(0.5, 0.01 * 2 ** min(attempt, 6))))
+    raise JobError("the document of job %r kept moving under %d writers' tries" % (job_id, _SWAP_TRIES))
+
+
+def record_shard(store: ObjectStore, job_id: str, shard: int, answered: int, failed: int) -> Doc:
+    """Count shard `shard` once: `answered` states with a result and `failed` with an error line."""
+
+    def add(doc: Doc) -> Doc | None:
+        if shard in doc["finished"] or doc["status"] in TERMINAL:
+            return None
+        doc["finished"] = sorted([*doc["finished"], shard])
+        doc["shards_done"] = len(doc["finished"])
+        doc["done"] += answered
+        doc["failed"] += failed
+        doc["status"] = RUNNING
+        return doc
+
+    return update_job(store, job_id, add)
+
+
+def mark_running(store: ObjectStore, job_id: str) -> Doc:
+    return update_job(store, job_id, lambda doc: dict(doc, status=RUNNING) if doc["status"] == QUEUED else None)
+
+
+def end_status(doc: Doc) -> str:
+    if doc["failed"] == 0:
+        return SUCCEEDED
+    return FAILED if doc["done"] == 0 else PARTIAL
+
+
+def public(doc: Doc) -> Doc:
+    """What GET /v1/jobs/{id} answers: the contract's fields, plus `detail` when the job says why it failed."""
+    view = {name: doc[name] for name in PUBLIC_FIELDS}
+    if doc.get("detail"):
+        view["detail"] = doc["detail"]
+    return view

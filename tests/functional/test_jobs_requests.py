@@ -1,0 +1,149 @@
+"""Bad job requests get one clear status and a JSON detail; the sync budget refuses /batch toward /v1/jobs."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from laya_serverless.artifact.store import LocalStore
+from laya_serverless.http.app import create_app
+from laya_serverless.http.routing import Registry
+from laya_serverless.jobs.layout import key_in
+from laya_serverless.jobs.local import LocalEngine
+from laya_serverless.jobs.service import JobService
+from laya_serverless.settings import Settings
+from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states
+
+GOOD = b'"i was charged twice"\n{"ticket": "billing"}\n'
+
+
+class Idle:
+    """An engine that never runs: jobs stay queued."""
+
+    def start(self, job_id: str) -> None: ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("requests") / "store"
+    store = LocalStore(root)
+    for name, data in (("good.jsonl", GOOD), ("bad-json.jsonl", b'"a"\n"b"\n{"ticket": \n'),
+                       ("null.jsonl", b'"a"\n\nnull\n'), ("empty.jsonl", b"\n\n"),
+                       ("latin1.jsonl", b'"caf\xe9"\n'), ("surrogate.jsonl", b'"ok"\n"\\ud800"\n'),
+                       ("big.jsonl", b'"x"\n' * 20)):
+        store.create("jobs/input/" + name, data)
+    store.create("pointers/secret.json", b"{}")
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(root: Path) -> TestClient:
+    settings = Settings(default_model="english", jobs_max_states=12, api_key="k3y")
+    jobs = JobService(LocalStore(root), Idle(), settings)
+    return TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
+                      headers={"Authorization": "Bearer k3y"})
+
+
+def body(**fields: Any) -> dict[str, Any]:
+    return {"questions": QUESTIONS, **fields}
+
+
+@pytest.mark.parametrize(("request_body", "status", "detail"), [
+    (body(), 400, "request body must be an object with 'questions' and either 'states' (a list) or 'input'"),
+    (body(states=["a"], input="jobs/input/good.jsonl"), 400, "either 'states' (a list) or 'input'"),
+    ({"states": ["a"]}, 400, "request body must be an object with 'questions'"),
+    (body(states=[]), 400, "'states' must be a non-empty list"),
+    (body(states=["a", None]), 400, "states[1]: 'state' is required"),
+    (body(states=["a", "b" * 50_001]), 413, "states[1]: state too large (50001 > 50000 chars)"),
+    (body(states=["a"] * 13), 413, "too many states in job (13 > 12)"),
+    (body(input="jobs/input/big.jsonl"), 413, "too many states in job input (over 12)"),
+    (body(input="jobs/input/bad-json.jsonl"), 400, "input line 3 is not valid JSON (Expecting value)"),
+    (body(input="jobs/input/null.jsonl"), 400, "input line 3: 'state' is required"),
+    (body(input="jobs/input/empty.jsonl"), 400, "input holds no states"),
+    (body(input="jobs/input/latin1.jsonl"), 400, "input line 1 is not UTF-8"),
+    (body(input="jobs/input/surrogate.jsonl"), 400, "input line 2: state contains an unpaired surrogate"),
+    (body(input="jobs/input/missing.jsonl"), 422, "input 'jobs/input/missing.jsonl' does not exist"),
+    (body(input="pointers/secret.json"), 422, "is outside this deployment's job input prefix"),
+    (body(input="jobs/input/../../pointers/secret.json"), 422, "is outside this deployment's job input prefix"),
+    (body(input="/etc/passwd"), 422, "is outside this deployment's job input prefix"),
+    (body(input="s3://elsewhere/jobs/input/good.jsonl"), 422, "is outside this deployment's job input prefix"),
+    (body(input=7), 400, "'input' must be a store URI"),
+    (body(states=["a"], output="jobs/other.jsonl"), 422, "is outside this deployment's job output prefix"),
+    (body(states=["a"], max_len=0), 422, "max_len must be a positive integer"),
+    (body(states=["a"], hooks=["x"]), 422, "hooks run inside the server process"),
+    (body(states=["a"], model="./my/checkpoint"), 422, "unknown model './my/checkpoint'"),
+    (body(states=["a"], model="multilingual"), 422, "checkpoint 'multilingual' is not deployed here"),
+    ({"questions": {"q": {"type": "choice"}}, "states": ["a"]}, 422, "q"),
+    ({"questions": {f"q{i}": {"type": "noul", "instructions": "x"} for i in range(65)}, "states": ["a"]}, 413,
+     "too many questions (65 > 64)"),
+])
+def test_bad_job_requests_are_refused_with_a_detail(client: TestClient, request_body: Any, status: int,
+                                                    detail: str) -> None:
+    response = client.post("/v1/jobs", json=request_body)
+    assert response.status_code == status, response.text
+    assert set(response.json()) == {"detail"} and detail in response.json()["detail"]
+
+
+def test_body_limits_and_auth_are_the_decision_routes(client: TestClient) -> None:
+    huge = client.post("/v1/jobs", content=b'{"states": ["' + b"a" * (2 * 1024 * 1024) + b'"]}',
+                       headers={"Content-Type": "application/json"})
+    assert (huge.status_code, huge.json()) == (413, {"detail": "request body too large"})
+    assert client.post("/v1/jobs", content=b"{nope").json() == {"detail": "request body must be valid JSON"}
+    for method, path in (("POST", "/v1/jobs"), ("GET", "/v1/jobs/abc"), ("GET", "/v1/jobs/abc/results")):
+        denied = client.request(method, path, headers={"Authorization": "Bearer wrong"})
+        assert (denied.status_code, denied.json()) == (401, {"detail": "invalid or missing bearer token"})
+
+
+def test_unknown_jobs_are_404_and_results_wait_for_the_end(client: TestClient, root: Path) -> None:
+    for job_id in ("0123456789abcdef", "input", "x" * 81, "a.b"):
+        response = client.get("/v1/jobs/%s" % job_id)
+        assert (response.status_code, response.json()) == (404, {"detail": "no job %r" % job_id})
+    assert client.get("/v1/jobs/nope/results").json() == {"detail": "no job 'nope'"}
+    accepted = client.post("/v1/jobs", json=body(input=str(root / "jobs/input/good.jsonl")))
+    assert accepted.status_code == 202 and accepted.json()["states"] == 2 and accepted.json()["status"] == "queued"
+    early = client.get("/v1/jobs/%s/results" % accepted.json()["id"])
+    assert early.status_code == 409 and "is queued (0 of 1 shards done)" in early.json()["detail"]
+
+
+def test_a_local_input_may_be_named_by_key_or_by_its_path_in_the_store(root: Path) -> None:
+    store = LocalStore(root)
+    assert key_in(store, "jobs/input/good.jsonl", "jobs/input/", "input") == "jobs/input/good.jsonl"
+    assert key_in(store, str(root.resolve() / "jobs/input/good.jsonl"), "jobs/input/", "input") == \
+        "jobs/input/good.jsonl"
+
+
+def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
+    budget = Settings(default_model="english", batch_time_budget=1.0, batch_token_rate=100)
+    answer = {"states": states(10), "questions": QUESTIONS, "lang": "en"}
+    refused = TestClient(create_app({"english": decider()}, budget)).post("/v1/systemone/batch", json=answer)
+    assert refused.status_code == 413
+    assert "over this deployment's 1 s budget" in refused.json()["detail"]
+    assert "POST /v1/jobs" in refused.json()["detail"]
+    small = TestClient(create_app({"english": decider()}, budget)).post(
+        "/v1/systemone/batch", json=dict(answer, states=["a"]))
+    assert small.status_code == 200
+    default = TestClient(create_app({"english": decider()}, Settings(default_model="english", batch_token_rate=100)))
+    assert default.post("/v1/systemone/batch", json=answer).status_code == 200  # off unless the deployment sets it
+
+
+def test_without_a_job_engine_there_are_no_job_routes() -> None:
+    plain = TestClient(create_app({"english": decider()}, Settings(default_model="english")))
+    assert plain.post("/v1/jobs", json=body(states=["a"])).status_code == 404
+
+
+def test_a_job_with_more_states_than_the_batch_cap_runs(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
+    jobs = JobService(store, engine, SETTINGS)
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=jobs)) as client:
+        accepted = client.post("/v1/jobs", json={"states": states(200), "questions": QUESTIONS, "lang": "en"})
+        assert accepted.status_code == 202 and accepted.json()["states"] == 200
+        assert engine.wait(accepted.json()["id"], timeout=60)["status"] == "succeeded"

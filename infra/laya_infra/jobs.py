@@ -39,6 +39,7 @@ from .suppressions import (
     RUNTIME,
     STATES_EXECUTIONS,
     VENDED_LOGS_AND_TRACES,
+    XRAY,
     acknowledge,
     prefix_rule,
 )
@@ -151,14 +152,15 @@ class JobsEngine(Construct):
             memory_size=config.jobs_memory_mb, timeout=Duration.seconds(config.jobs_timeout_s),
             environment=jobs_environment(config, artifacts, self.state_machine_arn), role=role, log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
-            description="laya-serverless jobs: Step Functions shard tasks and direct async job submissions")
+            description="laya-serverless jobs: Step Functions shard tasks and direct async job submissions",
+            tracing=lambda_.Tracing.ACTIVE)
         function.configure_async_invoke(retry_attempts=c.JOBS_ASYNC_RETRIES,
                                         max_event_age=Duration.seconds(c.JOBS_EVENT_AGE_S),
                                         on_failure=destinations.SqsDestination(self.dead_letters))
         for statement in [*artifacts.read_statements(), *self.job_statements(), self._start_statement()]:
             role.add_to_policy(statement)
         acknowledge(function, RUNTIME)
-        acknowledge(role, artifacts.artifact_objects_finding(), self.jobs_objects_finding())
+        acknowledge(role, artifacts.artifact_objects_finding(), self.jobs_objects_finding(), XRAY)
         return function
 
     def job_statements(self) -> list[iam.PolicyStatement]:

@@ -73,7 +73,7 @@ def test_every_function_dead_letters_its_async_failures(synth, context):
     [alias_id] = resources(raw, "AWS::Lambda::Alias")
     assert any(alias_id in json.dumps(cfg["Qualifier"]) for cfg in configs)   # the alias too, not only $LATEST
     # The jobs function's own config (retries, its dead-letter queue) is test_jobs_stack.py's.
-    for cfg in (c for c in configs if not json.dumps(c["FunctionName"]).startswith('{"Ref": "Jobs')):
+    for cfg in (one for one in configs if not json.dumps(one["FunctionName"]).startswith('{"Ref": "Jobs')):
         assert cfg["MaximumRetryAttempts"] == 0 and cfg["MaximumEventAgeInSeconds"] == 3600
         assert cfg["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert "AsyncFailureQueueUrl" in raw["Outputs"]

@@ -61,7 +61,7 @@ def ensure_published() -> str:
         artifact = build(checkpoint, TARGET)
     except GateFailed as exc:
         # This CPU's int8 kernels moved answers past the gate: serve exact FP32 rather than nothing.
-        say("the %s gate refused every int8 recipe on this CPU (%s); building %s instead"
+        say("the %s gate refused every int8 candidate (%s); building %s instead"
             % (TARGET, str(exc).splitlines()[0], FALLBACK_TARGET))
         served, artifact = FALLBACK_TARGET, build(checkpoint, FALLBACK_TARGET)
     say("step 3/4: publishing to %s" % STORE)
@@ -72,11 +72,17 @@ def ensure_published() -> str:
 
 
 def build(checkpoint: Path, target: str) -> Path:
+    """One build, on the gate corpus recorded once per checkpoint (the FP32 fallback reuses it)."""
     from laya_artifacts.build import build_artifact
     from laya_artifacts.demo import DEMO_NAME
+    from laya_artifacts.goldens import GOLDENS_FILE, record_goldens, write_goldens
 
+    goldens = checkpoint.parent / (checkpoint.name + "-goldens")
+    if not (goldens / GOLDENS_FILE).is_file():
+        say("recording the gate corpus with upstream laya (PyTorch CPU FP32), once for this checkpoint")
+        write_goldens(record_goldens(checkpoint, DEMO_NAME, progress=say), goldens)
     artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, target, time.time()))
-    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, progress=say)
+    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, goldens_path=goldens / GOLDENS_FILE, progress=say)
     return artifact
 
 

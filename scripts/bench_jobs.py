@@ -57,7 +57,7 @@ def scratch_store(args: argparse.Namespace, root: Path) -> tuple[Path, str, str]
     source, store = LocalStore(args.store), root / "store"
     try:
         artifact = published_id(source, args.checkpoint, args.target)
-    except Exception as exc:  # noqa: BLE001 - any reason to fall back is reported
+    except Exception as exc:
         print("[bench] no %s/%s in %s (%s): building the tiny test checkpoint" % (
             args.checkpoint, args.target, args.store, exc), file=sys.stderr)
         return tiny_store(root), "tiny-modernbert", "cpu-fp32"
@@ -85,8 +85,9 @@ def environ(store: Path, checkpoint: str, target: str, cache: Path, threads: int
             "LAYA_CACHE_DIR": str(cache), "LAYA_THREADS": str(threads), **extra}
 
 
-def bench_batch(env: dict[str, str], states: list[Any], questions: dict[str, Any]) -> tuple[float, list[Any], int]:
-    """Sequential /batch calls through the app in process: (seconds, results, row tokens)."""
+def bench_batch(env: dict[str, str], states: list[Any],
+                questions: dict[str, Any]) -> tuple[float, float, list[Any], int]:
+    """Sequential /batch calls through the app in process: (seconds, CPU seconds, results, row tokens)."""
     from fastapi.testclient import TestClient
 
     from laya_serverless.http.service import build_service
@@ -94,20 +95,24 @@ def bench_batch(env: dict[str, str], states: list[Any], questions: dict[str, Any
 
     client = TestClient(build_service(Settings.from_environ(env)))
     client.post("/v1/systemone/batch", json={"states": states[:8], "questions": questions})  # warm up
-    started, results = time.perf_counter(), []
+    started, cpu, results = time.perf_counter(), time.process_time(), []
     for start in range(0, len(states), 64):
         response = client.post("/v1/systemone/batch", json={"states": states[start:start + 64], "questions": questions})
         assert response.status_code == 200, response.text
         results.extend(response.json()["results"])
-    return time.perf_counter() - started, results, sum(r["usage"]["input_tokens"] for r in results)
+    return (time.perf_counter() - started, time.process_time() - cpu, results,
+            sum(r["usage"]["input_tokens"] for r in results))
 
 
-def worker_rss_mb(engine: Any) -> list[float]:
-    sizes = []
+def workers_seen(engine: Any) -> tuple[list[float], float]:
+    """(RSS in MB of each worker process, CPU seconds they spent), read from /proc before the pool stops."""
+    sizes, cpu = [], 0.0
     for process in getattr(engine._pool, "_processes", {}).values():
         status = Path("/proc/%d/status" % process.pid).read_text()
         sizes.append(int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]) / 1024)
-    return sizes
+        fields = Path("/proc/%d/stat" % process.pid).read_text().rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return sizes, cpu
 
 
 def bench_job(env: dict[str, str], workers: int, states: list[Any], questions: dict[str, Any]) -> dict[str, Any]:
@@ -136,12 +141,12 @@ def bench_job(env: dict[str, str], workers: int, states: list[Any], questions: d
             break
         time.sleep(0.05)
     seconds = time.perf_counter() - started
-    rss = worker_rss_mb(engine)
+    rss, cpu = workers_seen(engine)
     engine.close()
     lines = [json.loads(line) for chunk in iter_results(store, accepted["id"], read_spec(store, accepted["id"]))
              for line in chunk.splitlines()]
     return {"seconds": seconds, "status": doc["status"], "shards": accepted["shards"], "first_shard_s": first_shard,
-            "worker_rss_mb": rss, "results": [line["result"] for line in lines]}
+            "worker_rss_mb": rss, "worker_cpu_s": cpu, "results": [line["result"] for line in lines]}
 
 
 def compare(mine: list[dict[str, Any]], reference: list[dict[str, Any]]) -> tuple[int, float, bool]:
@@ -166,6 +171,8 @@ def main() -> int:
     args = parser.parse_args()
     from quickstart import EXAMPLE_QUESTIONS as questions
 
+    from laya_serverless.jobs.plan import estimated_tokens
+
     states = make_states(args.states)
     root = Path(tempfile.mkdtemp(prefix="bench-jobs-"))
     store, checkpoint, target = scratch_store(args, root)
@@ -174,30 +181,37 @@ def main() -> int:
                                "states": len(states), "questions": len(questions), "cpus": os.cpu_count()}
     reference: list[Any] = []
     for threads in (1, 2):
-        seconds, results, tokens = bench_batch(environ(store, checkpoint, target, root / "cache", threads), states,
-                                               questions)
+        seconds, cpu, results, tokens = bench_batch(environ(store, checkpoint, target, root / "cache", threads),
+                                                    states, questions)
         reference = reference or results
-        rows.append(("/batch x%d (sequential, %d threads)" % ((len(states) + 63) // 64, threads), seconds, ""))
-        figures["batch_threads%d_s" % threads] = seconds
+        rows.append(("/batch x%d (sequential, %d thread%s)" % ((len(states) + 63) // 64, threads,
+                                                               "s" if threads > 1 else ""),
+                     seconds, "CPU %.0f s" % cpu))
+        figures["batch_threads%d_s" % threads], figures["batch_threads%d_cpu_s" % threads] = seconds, cpu
         figures.setdefault("row_tokens", tokens)
     rate = figures["row_tokens"] / figures["batch_threads1_s"]  # measured row tokens a second on one thread
     figures["per_row_ms"] = 1000 * figures["batch_threads1_s"] / (len(states) * len(questions))
+    figures["per_row_cpu_ms"] = 1000 * figures["batch_threads1_cpu_s"] / (len(states) * len(questions))
     figures["token_rate_1_thread"] = rate
+    figures["token_rate_1_cpu"] = figures["row_tokens"] / figures["batch_threads1_cpu_s"]
+    figures["estimated_row_tokens"] = sum(estimated_tokens(states, questions, None, None))
     for workers in (int(w) for w in args.workers.split(",")):
         env = environ(store, checkpoint, target, root / "cache", 1, LAYA_JOBS_TIME_BUDGET=str(args.shard_seconds),
                       LAYA_JOBS_TOKEN_RATE=str(int(rate)))
         job = bench_job(env, workers, states, questions)
         flips, worst, identical = compare(job["results"], reference)
         rows.append(("job, %d worker process%s (%d shards)" % (workers, "es" if workers > 1 else "", job["shards"]),
-                     job["seconds"], "%s; choices differing %d; max |dp| %.1e; identical %s; first shard %.1f s; "
-                     "worker RSS %s MB" % (job["status"], flips, worst, identical, job["first_shard_s"] or 0,
-                                           "/".join("%.0f" % r for r in job["worker_rss_mb"]))))
+                     job["seconds"], "%s; CPU %.0f s; choices differing %d; max |dp| %.1e; identical %s; first shard "
+                     "%.1f s; worker RSS %s MB" % (job["status"], job["worker_cpu_s"], flips, worst, identical,
+                                                   job["first_shard_s"] or 0,
+                                                   "/".join("%.0f" % r for r in job["worker_rss_mb"]))))
         figures["job_workers%d" % workers] = {k: v for k, v in job.items() if k != "results"} | {
             "choices_differing": flips, "max_dp": worst, "identical": identical}
     print("| contender | seconds | states/s | notes |\n|---|---|---|---|")
     for name, seconds, notes in rows:
         print("| %s | %.1f | %.1f | %s |" % (name, seconds, len(states) / seconds, notes))
     print(json.dumps(figures))
+    print("load average at the end: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
     shutil.rmtree(root, ignore_errors=True)
     return 0
 

@@ -17,7 +17,8 @@ _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir",
-        "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency")
+        "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
+        "token_rate")
 
 
 class ConfigError(ValueError):
@@ -75,6 +76,7 @@ class DeployConfig:
     jobs_memory_mb: int = c.DEFAULT_JOBS_MEMORY_MB
     jobs_timeout_s: int = c.DEFAULT_JOBS_TIMEOUT_S
     jobs_concurrency: int = c.DEFAULT_JOBS_CONCURRENCY
+    token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
 
     @property
     def function_asset(self) -> Path:
@@ -215,4 +217,6 @@ def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
         values["jobs_timeout_s"] = _int(raw["jobs_timeout"], "jobs_timeout", 30, c.MAX_JOBS_TIMEOUT_S, "300")
     if raw["jobs_concurrency"] is not None:
         values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
+    if raw["token_rate"] is not None:
+        values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "1000")
     return values

@@ -3,7 +3,7 @@ state machine running a Distributed Map over each job's shard manifest in S3, an
 queue with an alarm on its depth. Why Step Functions rather than SQS + an event source mapping is
 written down in docs/jobs.md.
 
-    Shards (Map, DISTRIBUTED; items read from jobs/<id>/manifest.json, batched; Express children)
+    Shards (Map, DISTRIBUTED; items read from jobs/<id>/manifest.json, batched; Standard children)
       Answer    the jobs function on a batch of shards; retried with backoff
       catch ->  DeadLetter (the batch and its error to the DLQ) -> GiveUp (error lines, so the job ends)
     Finish      the jobs function merges the results and ends the job, even when the map itself failed
@@ -66,7 +66,8 @@ def definition(config: DeployConfig) -> dict[str, Any]:
                      Catch=[{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "DeadLetter"}])
     answer["Retry"].append(_retry(["States.ALL"], c.JOBS_TASK_RETRIES))  # our ShardFailed, timeouts: backoff
     processor = {
-        "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "EXPRESS"},
+        # Standard children: a batch's tries can outlast Express's 5-minute cap, and each runs exactly once.
+        "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
         "StartAt": "Answer",
         "States": {
             "Answer": answer,
@@ -116,7 +117,7 @@ def shard_sizing(config: DeployConfig) -> dict[str, str]:
     worker's measured speed; the API function splits jobs with the same numbers."""
     budget = config.jobs_timeout_s * c.JOBS_BUDGET_SHARE / c.JOBS_SHARDS_PER_BATCH
     return {env.JOBS_TIME_BUDGET: "%g" % budget,
-            env.JOBS_TOKEN_RATE: str(c.TOKEN_RATE_PER_VCPU * config.jobs_threads)}
+            env.JOBS_TOKEN_RATE: str(config.token_rate * config.jobs_threads)}
 
 
 class JobsEngine(Construct):
@@ -223,7 +224,7 @@ class JobsEngine(Construct):
             function.add_to_role_policy(statement)
         sync = {env.JOBS_STATE_MACHINE: self.state_machine_arn,
                 env.BATCH_TIME_BUDGET: str(max(1, api_timeout_s - c.SYNC_BUDGET_MARGIN_S)),
-                env.BATCH_TOKEN_RATE: str(c.TOKEN_RATE_PER_VCPU * api_threads)}
+                env.BATCH_TOKEN_RATE: str(self.config.token_rate * api_threads)}
         for name, value in {**shard_sizing(self.config), **sync}.items():
             function.add_environment(name, value)
         assert function.role is not None

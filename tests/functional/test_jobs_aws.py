@@ -118,7 +118,7 @@ def test_the_state_machine_s_tasks_end_the_job_with_every_index_once(aws: Simple
     accepted = call(aws, event("jobs-direct-submission.json"))
     answered = call(aws, event("jobs-answer-batch.json"))
     assert answered == {"job": JOB, "answered": [0, 1, 2, 3], "replayed": [], "refused": []}
-    again = call(aws, event("jobs-answer-batch.json"))  # an Express child's at-least-once redelivery
+    again = call(aws, event("jobs-answer-batch.json"))  # a redelivered batch (a retry after a timeout)
     assert again["replayed"] == [0, 1, 2, 3] and not again["answered"]
     given_up = call(aws, event("jobs-give-up-batch.json"))  # the catch, after the batch failed three times
     assert given_up == {"job": JOB, "given_up": [4, 5, 6, 7]}

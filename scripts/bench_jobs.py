@@ -9,7 +9,8 @@ Without a published `--checkpoint` there, the tiny test checkpoint is built (bui
 Questions are the quickstart's three. Every contender uses one intra-op thread per process except the
 `/batch x2 threads` row. Job times run from POST to the merged output, worker start-up included, and
 the workers' start-up (process spawn + verified load) is also reported on its own. Prints a Markdown
-table and one JSON line of every figure (per-row time included, for docs/jobs.md's cost model).
+table and one JSON line of every figure: per-row wall and CPU time (docs/jobs.md's cost model), and the
+splitter's row tokens a second on one thread, the `-c token_rate` / `LAYA_JOBS_TOKEN_RATE` for this checkpoint.
 """
 
 from __future__ import annotations
@@ -189,12 +190,13 @@ def main() -> int:
                      seconds, "CPU %.0f s" % cpu))
         figures["batch_threads%d_s" % threads], figures["batch_threads%d_cpu_s" % threads] = seconds, cpu
         figures.setdefault("row_tokens", tokens)
-    rate = figures["row_tokens"] / figures["batch_threads1_s"]  # measured row tokens a second on one thread
+    estimated = sum(estimated_tokens(states, questions, None, None))  # what the splitter counts
+    rate = estimated / figures["batch_threads1_s"]  # the splitter's row tokens a second, one thread: -c token_rate
     figures["per_row_ms"] = 1000 * figures["batch_threads1_s"] / (len(states) * len(questions))
     figures["per_row_cpu_ms"] = 1000 * figures["batch_threads1_cpu_s"] / (len(states) * len(questions))
     figures["token_rate_1_thread"] = rate
-    figures["token_rate_1_cpu"] = figures["row_tokens"] / figures["batch_threads1_cpu_s"]
-    figures["estimated_row_tokens"] = sum(estimated_tokens(states, questions, None, None))
+    figures["token_rate_1_cpu"] = estimated / figures["batch_threads1_cpu_s"]
+    figures["estimated_row_tokens"] = estimated
     for workers in (int(w) for w in args.workers.split(",")):
         env = environ(store, checkpoint, target, root / "cache", 1, LAYA_JOBS_TIME_BUDGET=str(args.shard_seconds),
                       LAYA_JOBS_TOKEN_RATE=str(int(rate)))

@@ -164,9 +164,9 @@ class Settings:
     jobs_max_states: int = 100_000
     jobs_max_input_bytes: int = 64 * 1024 * 1024
     jobs_time_budget: float = 10.0
-    jobs_token_rate: int = 2_000
+    jobs_token_rate: int = 500
     batch_time_budget: float = 0.0  # off: upstream-compatible /batch everywhere but where the stack turns it on
-    batch_token_rate: int = 2_000
+    batch_token_rate: int = 500
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -230,8 +230,8 @@ class Settings:
             jobs_max_states=_positive_int(env, JOBS_MAX_STATES, 100_000),
             jobs_max_input_bytes=_positive_int(env, JOBS_MAX_INPUT_BYTES, 64 * 1024 * 1024),
             jobs_time_budget=_positive_float(env, JOBS_TIME_BUDGET, 10.0),
-            jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 2_000),
+            jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 500),
             batch_time_budget=_positive_float(env, BATCH_TIME_BUDGET, 0.0),
-            batch_token_rate=_positive_int(env, BATCH_TOKEN_RATE, 2_000),
+            batch_token_rate=_positive_int(env, BATCH_TOKEN_RATE, 500),
         )
 

@@ -218,5 +218,5 @@ def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
     if raw["jobs_concurrency"] is not None:
         values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
     if raw["token_rate"] is not None:
-        values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "1000")
+        values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "500")
     return values

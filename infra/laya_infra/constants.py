@@ -61,9 +61,9 @@ JOBS_ASYNC_RETRIES = 2                                     # Lambda's retries of
 JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission older than this goes to the DLQ
 JOBS_DLQ_RETENTION_DAYS = 14
 JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
-# Row tokens a second one vCPU answers: the demo's FP32 graph measured locally, rounded down (docs/jobs.md);
-# `-c token_rate=` sets a checkpoint's own (scripts/bench_jobs.py prints it). Shards and the sync budget scale it.
-TOKEN_RATE_PER_VCPU = 1_000
+# The splitter's row tokens a second one vCPU answers: the demo's FP32 graph measured at 512 on this project's
+# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own (scripts/bench_jobs.py prints it).
+TOKEN_RATE_PER_VCPU = 500
 SYNC_BUDGET_MARGIN_S = 4                                   # of the API timeout: kept for fetch, decode, answer
 
 # Paths inside the prefix, as the protocol names them.

@@ -78,7 +78,7 @@ def test_the_jobs_function_shares_the_layer_and_asset_with_its_own_handler(stack
     variables = props["Environment"]["Variables"]
     assert variables[env.JOBS_STATE_MACHINE]["Fn::Join"][1][-1] == ":stateMachine:LayaServerless-jobs"
     assert variables[env.JOBS_TIME_BUDGET] == "75"  # 600 s x 0.5, over 4 shards a batch
-    assert variables[env.THREADS] == "2" and variables[env.JOBS_TOKEN_RATE] == "2000"  # 1,000 a vCPU
+    assert variables[env.THREADS] == "2" and variables[env.JOBS_TOKEN_RATE] == "1000"  # 500 a vCPU
     assert variables[env.DEPLOYED] == api["Environment"]["Variables"][env.DEPLOYED]
 
 
@@ -126,8 +126,8 @@ def test_each_role_touches_only_its_prefixes_its_machine_and_its_queue(stack: di
 
 def test_the_api_submits_jobs_and_refuses_a_batch_past_its_timeout(stack: dict[str, Any]) -> None:
     variables = api_function(stack)["Environment"]["Variables"]
-    assert variables[env.BATCH_TIME_BUDGET] == "25" and variables[env.BATCH_TOKEN_RATE] == "1000"
-    assert variables[env.JOBS_TIME_BUDGET] == "75" and variables[env.JOBS_TOKEN_RATE] == "2000"  # the workers'
+    assert variables[env.BATCH_TIME_BUDGET] == "25" and variables[env.BATCH_TOKEN_RATE] == "500"
+    assert variables[env.JOBS_TIME_BUDGET] == "75" and variables[env.JOBS_TOKEN_RATE] == "1000"  # the workers'
     api_role = role_statements(stack, api_function(stack)["Role"]["Fn::GetAtt"][0])
     assert any(s["Action"] == "states:StartExecution" for s in api_role)
 
@@ -155,7 +155,7 @@ def test_jobs_can_be_left_out(synth: Any) -> None:
     ({"jobs_memory": "64"}, "-c jobs_memory=3008"),
     ({"jobs_concurrency": "0"}, "-c jobs_concurrency=10"),
     ({"jobs": "sometimes"}, "-c jobs=true"),
-    ({"token_rate": "fast"}, "-c token_rate=1000"),
+    ({"token_rate": "fast"}, "-c token_rate=500"),
 ])
 def test_bad_jobs_context_names_the_flag(context: dict[str, str], message: str, asset_dir: Any) -> None:
     from laya_infra.config import ConfigError, DeployConfig

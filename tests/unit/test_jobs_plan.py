@@ -96,7 +96,7 @@ def test_the_jobs_settings_are_read_once_with_the_rest() -> None:
                                     "37.5", "LAYA_BATCH_TIME_BUDGET": "25", "LAYA_JOBS_TOKEN_RATE": "nope"})
     assert (parsed.jobs_workers, parsed.jobs_max_states, parsed.jobs_time_budget, parsed.batch_time_budget) == (
         0, 500, 37.5, 25.0)
-    assert parsed.jobs_token_rate == 2_000 and Settings.from_environ({}).batch_time_budget == 0.0
+    assert parsed.jobs_token_rate == 500 and Settings.from_environ({}).batch_time_budget == 0.0
     with pytest.raises(SettingsError, match="invalid LAYA_JOBS_WORKERS 'many'"):
         Settings.from_environ({"LAYA_JOBS_WORKERS": "many"})
 

@@ -17,6 +17,7 @@ from typing import Any
 from laya_serverless.artifact.fetch import fetch_published
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
+from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import ObjectStore, artifact_key, pointer_key
 from laya_serverless.errors import ArtifactError
 
@@ -65,4 +66,12 @@ def import_artifact(source: ObjectStore, checkpoint: str, target: str, goldens: 
     progress(report.table())
     if not report.passed:
         raise ArtifactError("artifact %s fails the parity gate on this machine; it was not imported" % artifact_id)
-    return publish(artifact_dir, destination, progress), report
+    published = publish(artifact_dir, destination, progress)
+    # The proof that the gate holds on this CPU's int8 kernels, which the runtime reads (artifact/platform.py).
+    here = cpu_profile()
+    destination.create(gate_record_key(published, int8_kernels(here)),
+                       gate_record(published, here, {"target": report.target, "passed": report.passed,
+                                                     "rows": report.rows,
+                                                     "max_probability_error": report.max_probability_error,
+                                                     "max_action_error": report.max_action_error}))
+    return published, report

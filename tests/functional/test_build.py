@@ -288,6 +288,10 @@ def test_import_regates_on_this_machine_before_publishing(tiny_int8: Path, tmp_p
     goldens["rows"] = goldens["rows"][::2]
     imported, report = import_artifact(source, "tiny-modernbert", "cpu-int8", goldens, destination, tmp_path / "c")
     assert imported == artifact_id and report.passed
+    from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
+
+    record = destination.read(gate_record_key(artifact_id, int8_kernels(cpu_profile())))  # proven here, said so
+    assert record is not None and json.loads(record[0])["artifact"] == artifact_id
     _negate(goldens)
     from laya_serverless import ArtifactError
 

@@ -20,7 +20,7 @@ from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
 from laya_serverless.artifact.platform import cpu_profile
 from laya_serverless.errors import GateFailed
 
-from .export import OPSET, export_checkpoint
+from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, corpus_info, run_gate
@@ -46,7 +46,7 @@ def tool_versions() -> dict[str, str]:
 
 
 def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, Any] | None,
-                   decode: DecodeConfig) -> dict[str, Any]:
+                   decode: DecodeConfig, fusion: dict[str, Any]) -> dict[str, Any]:
     from importlib.metadata import version
 
     return {
@@ -54,6 +54,9 @@ def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, An
         "target": target,
         "graph": {"format": "onnx", "opset": OPSET, "exporter": "torch.onnx.export (TorchScript)",
                   "torch": version("torch"), "onnx": version("onnx"),
+                  "fusion": {"MultiHeadAttention": fusion["attention"], "attention_left_unfused":
+                             fusion["unfused_attention"], "nan_guards": "none (finite mask bias, see fusion.py)",
+                             "optimizer": fusion["optimizer"]},
                   "optimized_offline": {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}},
         "precision": ({"weights": "int8" if recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only",
                        "recipe": recipe} if recipe else {"weights": "fp32"}),
@@ -137,6 +140,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
         export_checkpoint(checkpoint_dir, raw)
+        fusion = json.loads((raw / FUSION_RECORD).read_text())
+        progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
         if target == "cpu-fp32":
             progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL,
                                                                                           tolerance))
@@ -175,7 +180,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}
     goldens_sha256 = sha256_bytes(json.dumps(goldens, sort_keys=True, ensure_ascii=False).encode())
-    write_manifest(out_dir, _configuration(checkpoint, target, recipe, decode), report, goldens_sha256)
+    write_manifest(out_dir, _configuration(checkpoint, target, recipe, decode, fusion), report, goldens_sha256)
     return out_dir, report
 
 

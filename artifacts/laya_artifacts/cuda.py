@@ -48,6 +48,17 @@ def _cast_to(node: Any) -> int | None:
     return next((int(a.i) for a in node.attribute if a.name == "to"), None)
 
 
+def _inputs_used(graph: Any) -> set[str]:
+    """Every tensor name a node of `graph` reads, subgraphs (an If's branches) included."""
+    used = set()
+    for node in graph.node:
+        used.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in [attribute.g, *attribute.graphs] if attribute.HasField("g") else attribute.graphs:
+                used |= _inputs_used(subgraph)
+    return used
+
+
 def drop_round_trips(model: Any) -> int:
     """Rewire FP32 -> FP16 -> FP32 cast pairs to take the FP32 tensor itself; returns how many.
 
@@ -70,7 +81,7 @@ def drop_round_trips(model: Any) -> int:
                 and _cast_to(source) == fp16 and types.get(source.input[0]) == fp32):
             node.input[0] = source.input[0]
             rewired += 1
-    used = {name for node in model.graph.node for name in node.input} | {o.name for o in model.graph.output}
+    used = _inputs_used(model.graph) | {o.name for o in model.graph.output}
     dead = [n for n in model.graph.node if n.op_type == "Cast" and not any(out in used for out in n.output)]
     for node in dead:
         model.graph.node.remove(node)

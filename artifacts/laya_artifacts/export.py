@@ -1,12 +1,15 @@
 """Export a Laya checkpoint to a self-contained FP32 artifact directory.
 
-    model.onnx          the decision graph: 5 inputs -> logits, act_logits; dynamic rows, tokens, options
+    model.onnx          the decision graph: 5 inputs -> logits, act_logits; dynamic rows, tokens, options;
+                        every attention one ORT MultiHeadAttention node (fusion.py)
     tokenizer.json      the exact Rust tokenizer upstream's HF wrapper runs
     decode_config.json  budgets, temperatures, special tokens: all the runtime reads besides the graph
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from laya_serverless.artifact.layout import (
 )
 
 OPSET = 17
+FUSION_RECORD = "fusion.json"  # beside the raw export only; build.py moves it into the manifest
 DYNAMIC_AXES = {
     "input_ids": {0: "rows", 1: "tokens"},
     "attention_mask": {0: "rows", 1: "tokens"},
@@ -67,22 +71,53 @@ def example_inputs(tok: Any) -> tuple[Any, ...]:
     return tuple(torch.as_tensor(batch[name]) for name in GRAPH_INPUTS)
 
 
-def export_graph(model: Any, tok: Any, graph_path: Path) -> None:
+def export_graph(model: Any, tok: Any, graph_path: Path, *, fused: bool = True) -> dict[str, Any]:
+    """Trace `model` into `graph_path`; returns what was fused ({"attention": n, "unfused_attention": m})."""
+    import onnx
     import torch
+
+    from .fusion import MARKER_DOMAIN, fused_attention, to_multi_head_attention
 
     # Traced with autograd on: under no_grad, nn.TransformerEncoderLayer switches to a fused
     # kernel (aten::_transformer_encoder_layer_fwd) that has no ONNX form.
-    with warnings.catch_warnings(), torch.enable_grad():
+    routing = fused_attention() if fused else contextlib.nullcontext({"fused": 0, "unfused": 0})
+    with warnings.catch_warnings(), torch.enable_grad(), routing as counts:
         # The tracer warns about Python branches it bakes in; the ones in Laya's head are
         # shape guards whose taken branch is the one every >= 2-column pass takes.
         warnings.simplefilter("ignore")
         torch.onnx.export(
             model, example_inputs(tok), str(graph_path), dynamo=False, opset_version=OPSET,
             input_names=list(GRAPH_INPUTS), output_names=list(GRAPH_OUTPUTS), dynamic_axes=DYNAMIC_AXES,
+            custom_opsets={MARKER_DOMAIN: 1} if fused else None,
         )
+    if not fused:
+        return {"attention": 0, "unfused_attention": counts["unfused"], "optimizer": None}
+    from onnxscript import optimizer
+
+    graph = onnx.load(str(graph_path))
+    if to_multi_head_attention(graph) != counts["fused"]:
+        raise RuntimeError("the export lost attention markers: %d traced, fewer in the graph" % counts["fused"])
+    # onnxscript's optimizer folds the shape arithmetic the tracer leaves (about half the nodes) and the If
+    # the head's `squeeze(-1)` becomes once a contrib node hides its input's shape from the exporter.
+    graph = optimizer.optimize(graph)
+    # Its value_info would pin every tensor's type, which the FP16 conversion then contradicts; keep only
+    # the fused nodes' outputs typed (ONNX's own shape inference cannot type a contrib node's output).
+    typed = {node.output[0] for node in graph.graph.node if node.op_type == "MultiHeadAttention"}
+    kept = [v for v in graph.graph.value_info if v.name in typed]
+    del graph.graph.value_info[:]
+    graph.graph.value_info.extend(kept)
+    onnx.save(graph, str(graph_path))
+    return {"attention": counts["fused"], "unfused_attention": counts["unfused"],
+            "optimizer": "onnxscript.optimizer.optimize %s" % _version("onnxscript"), "nodes": len(graph.graph.node)}
 
 
-def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path) -> Path:
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path, *, fused: bool = True) -> Path:
     """Write an FP32 artifact for `checkpoint_dir` into `out_dir` (created) and return it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +125,8 @@ def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path) -> Path:
     if cfg.get("option_layout", "sequential") != "sequential":
         raise ValueError("option_layout=%r cannot be exported: the graph takes the sequential layout's "
                          "five inputs" % cfg.get("option_layout"))
-    export_graph(model, tok, out / GRAPH_FILE)
+    fusion = export_graph(model, tok, out / GRAPH_FILE, fused=fused)
+    (out / FUSION_RECORD).write_text(json.dumps(fusion, sort_keys=True) + "\n", encoding="utf-8")
     backend = tok.backend_tokenizer
     backend.no_truncation()
     backend.no_padding()

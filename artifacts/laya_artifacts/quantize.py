@@ -141,12 +141,15 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) 
     if not chosen:
         raise ValueError("candidate %r matches no encoder MatMul of %s" % (candidate.name, fp32_graph))
     if candidate.method == "dynamic-int8":
+        import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         with _quiet():
             quantize_dynamic(
                 str(fp32_graph), str(out_graph), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
-                op_types_to_quantize=["MatMul"], nodes_to_quantize=chosen, extra_options={"MatMulConstBOnly": True},
+                op_types_to_quantize=["MatMul"], nodes_to_quantize=chosen,
+                # DefaultTensorType: past a contrib node (the fused attention) shape inference has no type
+                extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
             )
     elif candidate.method == "weight-only-8bit":
         import onnx

@@ -6,7 +6,8 @@
             manylinux wheels for CPython 3.12 (`pip --target --platform ... --only-binary=:all:`,
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
-- function: `<out>/<arch>/function/` — the runtime package alone (no build-side code).
+- function: `<out>/<arch>/function/` — the runtime package, plus the torch-free modules of laya_artifacts
+            that replay the gate (the deploy-time gate function runs them on Lambda's own CPU).
 
 Fails when layer + function exceed what Lambda accepts unzipped (250 MB) and prints the sizes.
 On x86_64 with a Python 3.12 at hand it then imports the real handler module from the build,
@@ -35,6 +36,8 @@ PLATFORMS = {
 TRIM = ["onnxruntime/tools", "onnxruntime/transformers", "onnxruntime/quantization", "onnxruntime/datasets",
         "bin", "numpy/_pyinstaller", "numpy/f2py", "numpy/typing/tests", "huggingface_hub", "hf_xet"]
 TEST_DIRS = ("tests", "test", "testing")
+# The deploy-time gate (laya_artifacts.regate) and what it imports; none of them imports torch.
+GATE_MODULES = ("__init__.py", "regate.py", "parity.py", "gate_corpus.py")
 
 
 def runtime_requirements() -> list[str]:
@@ -81,6 +84,10 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     function = target / "function"
     shutil.copytree(ROOT / "functions" / "laya_serverless", function / "laya_serverless",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    gate = function / "laya_artifacts"
+    gate.mkdir()
+    for module in GATE_MODULES:
+        shutil.copy(ROOT / "artifacts" / "laya_artifacts" / module, gate / module)
     if python312:
         say("compiling .pyc with %s" % python312)
         for tree in (site, function):
@@ -100,7 +107,8 @@ def build(arch: str, out: Path, python312: str | None) -> int:
         say("error: over Lambda's unzipped limit by %.1f MB" % ((total - LAMBDA_UNZIPPED_LIMIT) / 2**20))
         return 1
     if arch == "x86_64" and python312:
-        probe = ("import sys, json, laya_serverless.handler, onnxruntime, tokenizers; "
+        probe = ("import sys, json, laya_serverless.handler, laya_serverless.jobs.handler, laya_artifacts.regate, "
+                 "onnxruntime, tokenizers; "
                  "t = tokenizers.Tokenizer.from_str(json.dumps({'version': '1.0', 'model': {'type': 'WordLevel', "
                  "'vocab': {'[UNK]': 0, 'hi': 1}, 'unk_token': '[UNK]'}, 'pre_tokenizer': {'type': 'Whitespace'}})); "
                  "assert t.encode('hi there').ids == [1, 0]; "

@@ -25,6 +25,7 @@ from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, corpus_info, run_gate
 from .quantize import OPTIMIZATION_LEVEL
+from .regate import canonical_goldens, goldens_sidecar
 from .search import CANDIDATE_NAMES, MIN_SPEEDUP, SEARCH_THREADS, precision_search, prepare_artifact
 
 TARGETS = ("cpu-int8", "cpu-fp32")
@@ -179,8 +180,11 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}
-    goldens_sha256 = sha256_bytes(json.dumps(goldens, sort_keys=True, ensure_ascii=False).encode())
-    write_manifest(out_dir, _configuration(checkpoint, target, recipe, decode, fusion), report, goldens_sha256)
+    corpus = canonical_goldens(goldens)
+    write_manifest(out_dir, _configuration(checkpoint, target, recipe, decode, fusion), report, sha256_bytes(corpus))
+    # Beside the directory, not in it (the manifest lists only what serves): publish uploads it, and the
+    # deploy-time gate replays it on the serving CPU (regate.py).
+    goldens_sidecar(out_dir).write_bytes(corpus)
     return out_dir, report
 
 

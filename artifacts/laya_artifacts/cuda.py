@@ -31,6 +31,7 @@ from .build import REPORT_JSON, REPORT_TEXT, cpu_profile, write_manifest
 from .export import OPSET, export_checkpoint
 from .goldens import record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, run_gate
+from .regate import canonical_goldens, goldens_sidecar
 
 CUDA_TARGETS = ("cuda-fp16", "cuda-fp32")
 # Kept FP32 in the FP16 graph, beside onnxruntime's own list of ops without FP16 kernels.
@@ -178,9 +179,10 @@ def build_cuda_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, nam
     progress("5/5 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}
-    goldens_sha256 = sha256_bytes(json.dumps(goldens, sort_keys=True, ensure_ascii=False).encode())
+    corpus = canonical_goldens(goldens)
     configuration = _configuration(checkpoint, target, recipe, DecodeConfig.load(out_dir), retry)
-    write_manifest(out_dir, configuration, report, goldens_sha256)
+    write_manifest(out_dir, configuration, report, sha256_bytes(corpus))
+    goldens_sidecar(out_dir).write_bytes(corpus)
     return out_dir, report
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from laya_serverless.artifact.fetch import fetch_published
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
-from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import ObjectStore, artifact_key, pointer_key
 from laya_serverless.errors import ArtifactError
 
 from .parity import GateReport, run_gate
+from .regate import goldens_key, publish_goldens, record_gate
 
 
 def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expected: dict[str, Any]) -> None:
@@ -47,6 +47,8 @@ def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], No
             progress("artifact %s was completed by another publisher" % artifact_id)
     else:
         progress("artifact %s is already in %s" % (artifact_id, store.uri))
+    if publish_goldens(Path(artifact_dir), manifest, store):
+        progress("uploaded the goldens it was gated on (the deploy-time gate replays them)")
     record = json.dumps({"artifact": artifact_id, "checkpoint": checkpoint, "target": target,
                          "revision": manifest.revision}, sort_keys=True).encode()
     if not store.swap(pointer, record, before[1] if before else None):
@@ -67,11 +69,10 @@ def import_artifact(source: ObjectStore, checkpoint: str, target: str, goldens: 
     if not report.passed:
         raise ArtifactError("artifact %s fails the parity gate on this machine; it was not imported" % artifact_id)
     published = publish(artifact_dir, destination, progress)
+    corpus = manifest.raw["parity"].get("goldens_sha256")
+    original = source.read(goldens_key(corpus)) if corpus else None
+    if original is not None:  # the corpus it was built against travels with it, for the deploy-time gate
+        destination.create(goldens_key(corpus), original[0])
     # The proof that the gate holds on this CPU's int8 kernels, which the runtime reads (artifact/platform.py).
-    here = cpu_profile()
-    destination.create(gate_record_key(published, int8_kernels(here)),
-                       gate_record(published, here, {"target": report.target, "passed": report.passed,
-                                                     "rows": report.rows,
-                                                     "max_probability_error": report.max_probability_error,
-                                                     "max_action_error": report.max_action_error}))
+    record_gate(destination, published, report)
     return published, report

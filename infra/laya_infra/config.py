@@ -18,7 +18,7 @@ KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "arti
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate")
+        "token_rate", "deploy_gate", "deploy_gate_strict")
 
 
 class ConfigError(ValueError):
@@ -77,6 +77,8 @@ class DeployConfig:
     jobs_timeout_s: int = c.DEFAULT_JOBS_TIMEOUT_S
     jobs_concurrency: int = c.DEFAULT_JOBS_CONCURRENCY
     token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
+    deploy_gate: bool = True                       # re-gate int8 artifacts on the function's own CPU at deploy
+    deploy_gate_strict: bool = False               # a failing deploy gate rolls the deployment back
 
     @property
     def function_asset(self) -> Path:
@@ -173,6 +175,9 @@ class DeployConfig:
             values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
         values.update(_warm_start(raw))
         values.update(_jobs_values(raw))
+        for key in ("deploy_gate", "deploy_gate_strict"):
+            if raw[key] is not None:
+                values[key] = _bool(raw[key], key)
         config = cls(**values)
         config.check_deployed()
         config.check_assets()

@@ -10,6 +10,7 @@ from constructs import Construct
 
 from .api import DecisionApi
 from .config import DeployConfig
+from .deploy_gate import DeployGate, is_int8_target
 from .functions import ApiFunction
 from .gpu import GpuEndpoint
 from .gpu_config import GpuConfig
@@ -35,6 +36,13 @@ class LayaServerlessStack(Stack):
             jobs.connect_api(function.function, config.timeout_s, config.threads)
             for name, value, description in jobs.outputs():
                 CfnOutput(self, name, value=value, description=description)
+        if config.deploy_gate and is_int8_target(config.target):  # int8 serves only where its gate held
+            gate = DeployGate(self, "DeployGate", config, artifacts, function.layer, dead_letters)
+            # the API's first instances load after the gate recorded (or did not) that int8 holds on this CPU
+            function.alias.node.add_dependency(gate.resource)
+            CfnOutput(self, "DeployGateFunctionName", value=gate.function.function_name,
+                      description="Re-gate after publishing: aws lambda invoke --function-name <this> --payload "
+                                  "file://gate.json (see docs/operations.md)")
         if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
             endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
             CfnOutput(self, "GpuApiUrl", value=endpoint.url, description="Base URL of the Jev API on the GPU")

@@ -59,7 +59,7 @@ def _numbers(answers: dict[str, Any]) -> list[float]:
     """Every probability and act probability of one state's answers, in question order."""
     found: list[float] = []
     for qid in QUESTIONS:
-        answer = answers[qid]
+        answer = answers["answers"][qid]
         found.extend(answer["probabilities"].values() if "probabilities" in answer else [answer["noul"]])
         found.append(answer["action"]["act_probability"])
     return found

@@ -1,0 +1,96 @@
+"""The deploy-time gate: before the API serves an int8 artifact, replay its gate corpus on Lambda's own CPU.
+
+A custom resource (the CDK's Provider framework, which speaks CloudFormation's response protocol) invokes
+a function with the API function's architecture, memory (so its CPU share) and runtime package; it runs
+`laya_artifacts.regate.handler` on every deployed (checkpoint, target) and writes a create-only record
+under `gates/` when the gate passes on the int8 kernels it found. The API reads that record at load and
+serves the checkpoint's cpu-fp32 artifact, saying so in /health, when there is none for its CPU. A failed
+gate leaves the deployment up on that fallback, unless `-c deploy_gate_strict=true` rolls it back.
+
+Limits: Lambda does not promise one CPU model per function, so an instance that lands on other int8
+kernels than the gate's finds no record and falls back to FP32 (and says so); the gate runs within one
+invocation (15 minutes), which holds the 630-row corpus for MiniLM-sized models, not for much larger ones.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from . import constants as c
+from .config import DeployConfig
+from .functions import _ARCH, _RUNTIME, _log_group, _role
+from .operations import DeadLetters
+from .storage import ArtifactBucket
+from .suppressions import RUNTIME, XRAY, acknowledge
+
+GATE_HANDLER = "laya_artifacts.regate.handler"
+GATE_TIMEOUT = Duration.minutes(15)  # Lambda's limit; the Provider framework waits as long
+GATES_PREFIX, GOLDENS_PREFIX = "gates/", "goldens/"
+
+
+def is_int8_target(target: str) -> bool:
+    return "int8" in target
+
+
+class DeployGate(Construct):
+    def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, artifacts: ArtifactBucket,
+                 layer: lambda_.ILayerVersion, dead_letters: DeadLetters) -> None:
+        super().__init__(scope, construct_id)
+        log_group = _log_group(self, "Logs")
+        role = _role(self, "Role", log_group)
+        self.function = lambda_.Function(
+            self, "Function", runtime=_RUNTIME, architecture=_ARCH[config.arch], handler=GATE_HANDLER,
+            code=lambda_.Code.from_asset(str(config.function_asset)), layers=[layer],
+            memory_size=config.memory_mb, timeout=GATE_TIMEOUT, role=role, log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
+            environment={"LAYA_CACHE_DIR": c.LAMBDA_CACHE_DIR},
+            description="laya-serverless deploy gate: replays the gate corpus on this CPU before int8 serves")
+        prefix = config.artifact_prefix
+        for statement in (
+            *artifacts.read_statements(),
+            iam.PolicyStatement(actions=["s3:GetObject"],
+                                resources=[artifacts.bucket.arn_for_objects("%s/%s*" % (prefix, GOLDENS_PREFIX))]),
+            # create-only records are written with If-None-Match; reading one says it is already there
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"],
+                                resources=[artifacts.bucket.arn_for_objects("%s/%s*" % (prefix, GATES_PREFIX))]),
+        ):
+            role.add_to_policy(statement)
+        acknowledge(self.function, RUNTIME)
+        acknowledge(role, artifacts.artifact_objects_finding(),
+                    artifacts.prefix_finding(GOLDENS_PREFIX, "goldens are content-addressed: known after publishing"),
+                    artifacts.prefix_finding(GATES_PREFIX, "gate records are named by artifact id and CPU class"),
+                    XRAY)
+        provider = cr.Provider(self, "Provider", on_event_handler=self.function)
+        # Both are invoked synchronously (CloudFormation -> framework -> gate); async failures would still land
+        # in the stack's dead-letter queue, like every function's.
+        framework = [f for f in provider.node.find_all() if isinstance(f, lambda_.Function)]
+        for function in [self.function, *framework]:
+            dead_letters.configure(function)
+        for function in framework:  # traced like every function of the stack (the Provider has no flag for it)
+            cfn = function.node.default_child
+            assert isinstance(cfn, lambda_.CfnFunction)
+            cfn.add_property_override("TracingConfig.Mode", "Active")
+            function.add_to_role_policy(iam.PolicyStatement(
+                actions=["xray:PutTraceSegments", "xray:PutTelemetryRecords"], resources=["*"]))
+        gate_id = Stack.of(self).get_logical_id(self.function.node.default_child)  # type: ignore[arg-type]
+        acknowledge(provider, (
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "The CDK Provider framework's own function writes its logs with the basic execution role"), (
+            "AwsSolutions-IAM5[Resource::<%s.Arn>:*]" % gate_id,
+            "The Provider framework invokes the gate function; the :* covers that function's versions only"), XRAY)
+        pairs = [{"checkpoint": name, "target": config.target} for name in config.checkpoints]
+        # CloudFormation runs it on create and whenever these change (a new function asset included); after
+        # publishing between deploys, invoke the function with the same properties (docs/operations.md).
+        self.properties = {"Store": artifacts.store_uri, "Artifacts": pairs,
+                           "Strict": str(config.deploy_gate_strict).lower()}
+        self.resource = CustomResource(self, "Gate", service_token=provider.service_token, properties=self.properties)
+
+    def invoke_payload(self) -> str:
+        """The event to re-run the gate by hand: aws lambda invoke --payload <this>."""
+        return json.dumps({"RequestType": "Update", "ResourceProperties": self.properties}, sort_keys=True)

@@ -1,0 +1,72 @@
+"""The deploy-time gate (laya_artifacts.regate): replay a published artifact's own corpus where it serves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from laya_artifacts.publish import publish
+from laya_artifacts.regate import goldens_key, goldens_sidecar, handler, regate_published
+from laya_serverless import ArtifactError
+from laya_serverless.artifact.manifest import Manifest
+from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
+from laya_serverless.artifact.store import LocalStore
+
+
+def _event(store: Path, request: str = "Create", strict: bool = False, **pair: str) -> dict[str, Any]:
+    pair = pair or {"checkpoint": "tiny-modernbert", "target": "cpu-int8"}
+    return {"RequestType": request, "ResourceProperties": {"Store": str(store), "Artifacts": [pair],
+                                                           "Strict": str(strict).lower()}}
+
+
+def test_publishing_uploads_the_goldens_the_manifest_pins(tiny_int8: Path, tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    publish(tiny_int8, store)
+    expected = Manifest.load(tiny_int8).raw["parity"]["goldens_sha256"]
+    found = store.read(goldens_key(expected))
+    assert found is not None and found[0] == goldens_sidecar(tiny_int8).read_bytes()
+    assert "rows" in json.loads(found[0])
+
+
+def test_the_gate_replays_on_this_cpu_records_once_and_the_runtime_can_read_it(tiny_int8: Path,
+                                                                               tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    artifact_id = publish(tiny_int8, store)
+    first = regate_published(store, "tiny-modernbert", "cpu-int8", tmp_path / "cache")
+    assert first["passed"] and first["rows"] > 0 and first["artifact"] == artifact_id, json.dumps(first)
+    key = gate_record_key(artifact_id, int8_kernels(cpu_profile()))
+    assert first["recorded"] == key
+    record = json.loads(store.read(key)[0])  # type: ignore[index]
+    assert record["artifact"] == artifact_id and record["report"]["passed"]
+    again = regate_published(store, "tiny-modernbert", "cpu-int8", tmp_path / "cache")
+    assert again["recorded"] == "already"  # create-only: a proof is never rewritten
+
+
+def test_a_corpus_edited_in_the_store_is_refused(tiny_int8: Path, tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    publish(tiny_int8, store)
+    key = goldens_key(Manifest.load(tiny_int8).raw["parity"]["goldens_sha256"])
+    path = tmp_path / "store" / key
+    goldens = json.loads(path.read_bytes())
+    goldens["rows"] = goldens["rows"][:1]  # an easier corpus would pass anything
+    path.write_text(json.dumps(goldens))
+    with pytest.raises(ArtifactError, match="does not hash to its name"):
+        regate_published(store, "tiny-modernbert", "cpu-int8", tmp_path / "cache")
+
+
+def test_the_custom_resource_reports_each_pair_and_fails_the_deploy_only_when_strict(tiny_int8: Path,
+                                                                                     tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    publish(tiny_int8, LocalStore(store_dir))
+    response = handler(_event(store_dir), None)
+    assert response["Data"]["Passed"] == "true"
+    assert json.loads(response["Data"]["Results"])[0]["passed"] is True
+    missing = handler(_event(store_dir, checkpoint="never-published", target="cpu-int8"), None)
+    assert missing["Data"]["Passed"] == "false" and "never-published" in missing["Data"]["Results"]
+    with pytest.raises(ArtifactError, match="rolled back"):
+        handler(_event(store_dir, strict=True, checkpoint="never-published", target="cpu-int8"), None)
+    deleted = handler(dict(_event(store_dir, "Delete"), PhysicalResourceId="gate-1"), None)
+    assert deleted == {"PhysicalResourceId": "gate-1"}

@@ -1,0 +1,55 @@
+"""Template assertions for the deploy-time gate: an int8 target is re-gated on the API function's own CPU."""
+
+from __future__ import annotations
+
+import json
+
+from laya_infra.config import DeployConfig
+from laya_infra.deploy_gate import GATE_HANDLER
+
+from .test_stack import api_function, resources, role_statements
+
+
+def _gate_function(raw):
+    [(logical_id, function)] = [(k, r) for k, r in resources(raw, "AWS::Lambda::Function").items()
+                                if r["Properties"]["Handler"] == GATE_HANDLER]
+    return logical_id, function["Properties"]
+
+
+def test_int8_deploys_run_the_gate_on_the_api_functions_architecture_and_memory(synth):
+    _, raw, _ = synth(arch="arm64", memory="3008")
+    _, gate = _gate_function(raw)
+    api = api_function(raw)
+    assert gate["Architectures"] == api["Architectures"] == ["arm64"]
+    assert gate["MemorySize"] == api["MemorySize"] == 3008 and gate["Layers"] == api["Layers"]
+    assert gate["Timeout"] == 900
+    [resource] = resources(raw, "AWS::CloudFormation::CustomResource").values()
+    properties = resource["Properties"]
+    deployed = DeployConfig().checkpoints
+    assert properties["Artifacts"] == [{"checkpoint": name, "target": "cpu-int8"} for name in deployed]
+    assert properties["Strict"] == "false"
+    [alias] = resources(raw, "AWS::Lambda::Alias").values()  # the API serves after the gate has run
+    assert any(d.startswith("DeployGate") for d in alias.get("DependsOn", []))
+    assert "DeployGateFunctionName" in raw["Outputs"]
+
+
+def test_the_gate_reads_artifacts_and_goldens_and_writes_only_gate_records(synth):
+    _, raw, _ = synth()
+    logical_id, gate = _gate_function(raw)
+    role_id = gate["Role"]["Fn::GetAtt"][0]
+    statements = role_statements(raw, role_id)
+    writes = [s for s in statements if "s3:PutObject" in json.dumps(s["Action"])]
+    assert len(writes) == 1 and "/gates/*" in json.dumps(writes[0]["Resource"])
+    reads = json.dumps([s["Resource"] for s in statements if s["Action"] == "s3:GetObject"])
+    assert "/artifacts/*" in reads and "/goldens/*" in reads
+    assert not any(a in json.dumps(statements) for a in ("s3:*", "s3:DeleteObject", "s3:ListBucket"))
+
+
+def test_strict_gates_and_fp32_deploys(synth):
+    _, raw, _ = synth(deploy_gate_strict="true")
+    [resource] = resources(raw, "AWS::CloudFormation::CustomResource").values()
+    assert resource["Properties"]["Strict"] == "true"
+    for context in ({"target": "cpu-fp32"}, {"deploy_gate": "false"}):  # nothing to re-gate, or turned off
+        _, raw, _ = synth(**context)
+        assert not resources(raw, "AWS::CloudFormation::CustomResource")
+        assert all(r["Properties"]["Handler"] != GATE_HANDLER for r in resources(raw, "AWS::Lambda::Function").values())

@@ -37,7 +37,7 @@ TRIM = ["onnxruntime/tools", "onnxruntime/transformers", "onnxruntime/quantizati
         "bin", "numpy/_pyinstaller", "numpy/f2py", "numpy/typing/tests", "huggingface_hub", "hf_xet"]
 TEST_DIRS = ("tests", "test", "testing")
 # The deploy-time gate (laya_artifacts.regate) and what it imports; none of them imports torch.
-GATE_MODULES = ("__init__.py", "regate.py", "parity.py", "gate_corpus.py")
+GATE_MODULES = ("__init__.py", "regate.py", "parity.py", "gate_corpus.py", "goldens.py")
 
 
 def runtime_requirements() -> list[str]:

@@ -9,7 +9,8 @@ would steal cores), and rounds rotate the contender order so drift hits every co
 - warm: p50/p90 per call for 1 and 8 questions on a ~12-token and a ~400-token state;
 - peak RSS of the process after all of that.
 
-Contenders: ours on the FP32 and the gated int8 artifact, ours cold from the store (fetch into an
+Contenders: ours on the FP32 and the gated int8 artifact (and `ours-int8-ungated`, the same recipe built
+without its gate, for speed only where a random head makes the gate refuse it), ours cold from the store (fetch into an
 empty cache and verify, then load), upstream `laya.Agent` (PyTorch FP32, the reference), upstream
 `ONNXAgent` on our FP32 graph, and upstream `ONNXAgent` on upstream's own ONNX recipe (the fastest
 peer, ungated: its scripts/export_onnx.py exports with the dynamo exporter at opset 18 and then
@@ -52,7 +53,8 @@ SCENARIOS = {  # name: (state, number of questions, warm iterations)
     "1q-long": (LONG_STATE, 1, 10),
     "8q-long": (LONG_STATE, 8, 4),
 }
-CONTENDERS = ("ours-fp32", "ours-int8", "ours-int8-store", "laya-torch", "laya-onnx", "laya-onnx-int8")
+CONTENDERS = ("ours-fp32", "ours-int8", "ours-int8-store", "ours-int8-ungated", "laya-torch", "laya-onnx",
+              "laya-onnx-int8")
 UPSTREAM_RECIPE_OPSET = 18
 REFERENCE = "laya-torch"
 PEER = "laya-onnx-int8"  # the fastest peer: upstream's own ONNX recipe
@@ -73,6 +75,8 @@ def _loader(contender: str, checkpoint: str, artifact: str) -> Any:
             decider = Decider.from_artifact(artifact, verify=False)
         elif contender == "ours-int8":
             decider = Decider.from_artifact(Path(artifact).parent / "artifact-cpu-int8")
+        elif contender == "ours-int8-ungated":
+            decider = Decider.from_artifact(_ungated_int8(Path(artifact)), verify=False)
         else:
             store, name = Path(artifact).parent / "store", Path(artifact).parent.name
             decider = Decider.from_store(store, name, "cpu-int8", cache_dir=Path(tempfile.mkdtemp()))
@@ -113,6 +117,29 @@ def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
     status = Path("/proc/self/status").read_text()
     rss_mb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
     print(json.dumps({"first_answer_at": first_answer_at, "warm_ms": warm, "peak_rss_mb": rss_mb}))
+
+
+def _ungated_int8(artifact: Path) -> Path:
+    """The search's `encoder` candidate (dynamic int8 on every encoder MatMul), built whether or not it passes
+    the gate: for speed only, where a random head makes the gate refuse it. Never published."""
+    return artifact.parent / "artifact-int8-ungated"
+
+
+def _build_ungated_int8(artifact: Path) -> None:
+    import shutil
+
+    from laya_artifacts.quantize import FIXED_CANDIDATES, quantize_candidate
+    from laya_artifacts.search import prepare_artifact
+
+    out = _ungated_int8(artifact)
+    staging = out.with_name(out.name + "-raw")
+    staging.mkdir(parents=True, exist_ok=True)
+    encoder = next(c for c in FIXED_CANDIDATES if c.name == "encoder")
+    quantize_candidate(artifact / "model.onnx", staging / "model.onnx", encoder)
+    for name in ("tokenizer.json", "decode_config.json"):
+        shutil.copy(artifact / name, staging / name)
+    prepare_artifact(staging / "model.onnx", staging, out)
+    shutil.rmtree(staging)
 
 
 def _upstream_int8(artifact: Path) -> Path:
@@ -183,9 +210,17 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     if not _upstream_int8(artifact).is_file():
         say("building upstream's ONNX recipe for %s" % kind)
         _build_upstream_recipe(checkpoint, artifact)
+    if not (_ungated_int8(artifact) / "model.onnx").is_file():
+        say("building the ungated int8 speed contender for %s" % kind)
+        _build_ungated_int8(artifact)
     if not (int8 / "parity_report.json").is_file():
+        from laya_artifacts import search
+
         goldens = _slice_goldens(checkpoint, kind, say)
-        try:  # the search's fastest candidate, gated on the slice; the speed rule is what the bench measures
+        # The bench measures speed itself: the search's own timing (one thread, 16 cases, 5 passes per graph,
+        # 20 minutes on ModernBERT-base here) is cut to one short pass, and its speed rule lifted.
+        search.SPEED_CASES, search.SPEED_RUNS = 4, 1
+        try:  # the search's fastest candidate, gated on the slice
             build_artifact(checkpoint, "cpu-int8", int8, name=kind, goldens_path=goldens, candidates=["encoder"],
                            min_speedup=0, progress=say)
         except GateFailed as failed:
@@ -203,6 +238,10 @@ def _run_child(contender: str, checkpoint: Path, artifact: Path, quick: bool) ->
     report = json.loads(done.stdout.strip().splitlines()[-1])
     report["cold_ms"] = (report.pop("first_answer_at") - spawned) * 1000
     return report
+
+
+def _count(listed: Any) -> int:
+    return len(listed) if isinstance(listed, list) else int(listed or 0)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -228,7 +267,7 @@ def _table(kind: str, reports: dict[str, list[dict[str, Any]]]) -> str:
     of each contender over upstream PyTorch and of ours over the fastest peer, all from this run."""
     summary = _summary(reports)
     ratios = [(c, REFERENCE) for c in summary if c != REFERENCE]
-    ratios += [(c, PEER) for c in summary if c.startswith("ours") and PEER in summary]
+    ratios += [(c, PEER) for c in summary if c.startswith("ours") and "int8" in c and PEER in summary]
     rows = ["| %s | " % kind + " | ".join(summary) + " | " + " | ".join("%s vs %s" % r for r in ratios) + " |",
             "|---|" + "---:|" * (len(summary) + len(ratios))]
     for metric in next(iter(summary.values())):
@@ -256,7 +295,7 @@ def main() -> int:
     for kind in args.checkpoints.split(","):
         print("building %s (cached)" % kind, file=sys.stderr)
         checkpoint, artifact, has_int8 = _ensure_built(kind)
-        present = [c for c in contenders if has_int8 or "int8" not in c]
+        present = [c for c in contenders if has_int8 or c not in ("ours-int8", "ours-int8-store")]
         reports: dict[str, list[dict[str, Any]]] = {c: [] for c in present}
         for round_index in range(args.rounds):
             order = present[round_index % len(present):] + present[: round_index % len(present)]
@@ -267,10 +306,13 @@ def main() -> int:
         int8_report = CACHE / kind / "artifact-cpu-int8" / "parity_report.json"
         if int8_report.is_file():
             gate = json.loads(int8_report.read_text())
-            print("\nint8 gate for %s (corpus slice, every %dth case): %s, %d rows, max |dp| %.4f, max |d act| %.4f"
-                  % (kind, BENCH_GATE_EVERY, "passed" if gate["passed"] else "failed", gate["rows"],
-                     gate["max_probability_error"], gate["max_action_error"]))
+            tried = [(c["name"], c.get("selection") or {}) for c in (gate.get("search") or {}).get("candidates", [])]
+            print("\nint8 gate for %s (corpus slice, every %dth case): %s; selection: %s" % (
+                kind, BENCH_GATE_EVERY, "passed" if gate["passed"] else "failed", ", ".join(
+                    "%s max |dp| %.4f, %d hard" % (name, sel.get("max_probability_error", float("nan")),
+                                                   _count(sel.get("hard_mismatches"))) for name, sel in tried) or "-"))
         sizes = {"fp32": artifact / "model.onnx", "int8": CACHE / kind / "artifact-cpu-int8" / "model.onnx",
+                 "int8 ungated": _ungated_int8(artifact) / "model.onnx",
                  "upstream int8": _upstream_int8(artifact)}
         print("graph sizes: " + ", ".join("%s %.1f MB" % (name, path.stat().st_size / 1e6)
                                           for name, path in sizes.items() if path.is_file()))

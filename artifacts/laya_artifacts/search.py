@@ -93,8 +93,9 @@ def selection_rows(goldens: dict[str, Any]) -> list[dict[str, Any]]:
     return [row for row in goldens["rows"] if row_split(row) == SELECTION]
 
 
-def speed_batch(rows: Sequence[dict[str, Any]], n: int = SPEED_CASES) -> list[dict[str, Any]]:
-    """A fixed batch of selection cases, spread over the split in id order (short and long states)."""
+def speed_batch(rows: Sequence[dict[str, Any]], n: int | None = None) -> list[dict[str, Any]]:
+    """A fixed batch of selection cases (SPEED_CASES, read when called), spread over the split in id order."""
+    n = SPEED_CASES if n is None else n
     answerable = sorted((r for r in rows if r.get("markers")), key=lambda r: r["id"])
     step = max(1, len(answerable) // n)
     return answerable[::step][:n]
@@ -115,10 +116,11 @@ def _prepared(decider: Decider, batch: Sequence[dict[str, Any]]) -> list[tuple[A
 
 
 def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
-                   runs: int = SPEED_RUNS) -> list[list[float]]:
+                   runs: int | None = None) -> list[list[float]]:
     """Milliseconds per pass over `batch` (one session run per case) for each decider, after one warm-up
     pass each. The passes are interleaved (run 1 of every graph, then run 2, ...) so that a neighbour
     slowing the machine for a while slows every graph alike instead of the one being timed then."""
+    runs = SPEED_RUNS if runs is None else runs
     prepared = [_prepared(decider, batch) for decider in deciders]
     timings: list[list[float]] = [[] for _ in deciders]
     for run in range(runs + 1):

@@ -30,6 +30,10 @@ FP32_TOLERANCE = 1e-4
 # Two numbers each rounded to 4 decimals can differ by one more unit than their raw values.
 EMITTED_TOLERANCE = FP32_TOLERANCE + 1e-4 + 1e-9
 CASES = generate(320)
+# The end-to-end pass (both models on every case) runs on every 4th case: 80 per checkpoint. Model outputs
+# on the whole 630-row gate corpus are checked for both architectures by test_build.py / test_fused_graphs.py;
+# refusals and token-exact rows below still cover all 320.
+END_TO_END_EVERY = 4
 
 
 class Oracle:
@@ -230,6 +234,8 @@ def end_to_end(oracle: Oracle) -> dict[str, Any]:
     worst_p = worst_act = 0.0
     answered = rows = 0
     for i, case in enumerate(CASES):
+        if i % END_TO_END_EVERY:
+            continue
         recorder.passes.clear()
         reference_passes.clear()
         kwargs = dict(case.controls)
@@ -262,7 +268,7 @@ def end_to_end(oracle: Oracle) -> dict[str, Any]:
 
 def test_model_outputs_match_within_fp32_tolerance(end_to_end: dict[str, Any]) -> None:
     print("rows %(rows)d, max |dp| %(worst_p).3g, max |d act_probability| %(worst_act).3g" % end_to_end)
-    assert end_to_end["rows"] > 500
+    assert end_to_end["rows"] > 300
     assert end_to_end["worst_p"] <= FP32_TOLERANCE, end_to_end["worst_p"]
     assert end_to_end["worst_act"] <= FP32_TOLERANCE, end_to_end["worst_act"]
 
@@ -270,4 +276,4 @@ def test_model_outputs_match_within_fp32_tolerance(end_to_end: dict[str, Any]) -
 def test_answers_match_end_to_end(end_to_end: dict[str, Any]) -> None:
     print("near-tie flips (reference margin < 2x tolerance):", end_to_end["near_ties"])
     assert end_to_end["problems"] == []
-    assert end_to_end["answered"] > 500
+    assert end_to_end["answered"] > 300

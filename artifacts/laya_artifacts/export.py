@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import warnings
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,13 @@ def export_graph(model: Any, tok: Any, graph_path: Path, *, fused: bool = True) 
         raise RuntimeError("the export lost attention markers: %d traced, fewer in the graph" % counts["fused"])
     # onnxscript's optimizer folds the shape arithmetic the tracer leaves (about half the nodes) and the If
     # the head's `squeeze(-1)` becomes once a contrib node hides its input's shape from the exporter.
-    graph = optimizer.optimize(graph)
+    quiet = logging.getLogger("onnxscript.optimizer")  # it warns once per Split it leaves unfolded
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        graph = optimizer.optimize(graph)
+    finally:
+        quiet.setLevel(level)
     # Its value_info would pin every tensor's type, which the FP16 conversion then contradicts; keep only
     # the fused nodes' outputs typed (ONNX's own shape inference cannot type a contrib node's output).
     typed = {node.output[0] for node in graph.graph.node if node.op_type == "MultiHeadAttention"}

@@ -22,7 +22,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from . import constants as c
 from .config import DeployConfig
 from .functions import _ARCH, _RUNTIME, _log_group, _role
 from .operations import DeadLetters
@@ -49,7 +48,6 @@ class DeployGate(Construct):
             code=lambda_.Code.from_asset(str(config.function_asset)), layers=[layer],
             memory_size=config.memory_mb, timeout=GATE_TIMEOUT, role=role, log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
-            environment={"LAYA_CACHE_DIR": c.LAMBDA_CACHE_DIR},
             description="laya-serverless deploy gate: replays the gate corpus on this CPU before int8 serves")
         prefix = config.artifact_prefix
         for statement in (

@@ -9,6 +9,9 @@ CDK := infra/node_modules/.bin/cdk
 ARCH ?= x86_64
 
 .PHONY: serve test test-fast lint layer synth deploy
+# qemu user mode runs the int8 gate as an AVX2-only CPU (-cpu Haswell) on any x86 machine.
+QEMU := /usr/bin/qemu-x86_64-static
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +24,16 @@ serve: $(BIN)/.installed
 	$(BIN)/python scripts/quickstart.py
 
 ## test: lint and types, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
-test: $(BIN)/.installed $(CDK) lint layer
+test: $(BIN)/.installed $(CDK) $(QEMU) lint layer
 	$(BIN)/python -m pytest
 
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
 test-fast: $(BIN)/.installed lint
 	$(BIN)/python -m pytest -m "not slow and not parity" -q
+
+$(QEMU):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends qemu-user-static
 
 # The CDK CLI, pinned in infra/package-lock.json.
 $(CDK): infra/package.json infra/package-lock.json

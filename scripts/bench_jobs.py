@@ -74,7 +74,7 @@ def tiny_store(root: Path) -> Path:
     from laya_artifacts.publish import publish
     from laya_serverless.artifact.store import LocalStore
 
-    checkpoint = make_checkpoint("tiny-modernbert", root / "checkpoint", seed=0)
+    checkpoint = make_checkpoint("tiny-modernbert", root / "checkpoint")
     artifact = build_artifact(checkpoint, "cpu-fp32", root / "artifact", name="tiny-modernbert",
                               goldens_path=ROOT / "goldens" / "tiny-modernbert" / "goldens.json")
     publish(artifact, LocalStore(root / "store"))

@@ -26,7 +26,15 @@ from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, 
 from .parity import TOLERANCES, GateReport, corpus_info, run_gate
 from .quantize import OPTIMIZATION_LEVEL
 from .regate import canonical_goldens, goldens_sidecar
-from .search import CANDIDATE_NAMES, MIN_SPEEDUP, SEARCH_THREADS, precision_search, prepare_artifact
+from .search import (
+    CANDIDATE_NAMES,
+    MIN_SPEEDUP,
+    SEARCH_THREADS,
+    SpeedTimer,
+    precision_search,
+    prepare_artifact,
+    wall_clock,
+)
 
 TARGETS = ("cpu-int8", "cpu-fp32")
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
@@ -110,14 +118,15 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                    revision: str | None = None, goldens_path: Path | None = None,
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
                    exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
-                   progress: Callable[[str], None] = lambda _m: None) -> tuple[Path, GateReport]:
+                   progress: Callable[[str], None] = lambda _m: None,
+                   timer: SpeedTimer = wall_clock) -> tuple[Path, GateReport]:
     """Build, gate and describe one (checkpoint, target) configuration in `out_dir`.
 
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
     before anything is exported), recorded with upstream now unless `goldens_path` holds it already.
     cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search.py`) on the
     selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
-    a candidate must be; 0 lifts it), then checks the chosen configuration once
+    a candidate must be; 0 lifts it; `timer`: how candidates are timed), then checks the chosen configuration once
     on both splits; when nothing passes, or confirmation fails, `GateFailed` is raised (its report
     carries the search) and the caller may build cpu-fp32 instead.
     """
@@ -151,7 +160,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         else:
             progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
             result = precision_search(raw / GRAPH_FILE, raw, Path(scratch), goldens, target, candidates=candidates,
-                                      exhaustive=exhaustive_search, min_speedup=min_speedup, progress=progress)
+                                      exhaustive=exhaustive_search, min_speedup=min_speedup, progress=progress,
+                                      timer=timer)
             if result.chosen is None:
                 report = _fail_report(target, goldens, result.record, "nothing to confirm: %s; build cpu-fp32"
                                       % result.record["why"])

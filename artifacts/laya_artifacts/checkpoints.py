@@ -12,6 +12,10 @@ Three kinds, all deterministic given a seed:
 The files are written by upstream's own ``laya.train.save_checkpoint``, so the layout is the
 oracle's by construction: ``rl_agent_config.json``, ``model.safetensors``, ``tokenizer/``,
 ``encoder/``.
+
+The weights are the same bits on every CPU: torch's init kernels and the FP32 forward pass that
+shapes the scorer round differently on AVX2 and AVX-512 machines, so every random tensor is drawn
+from numpy's PCG64 (`random_weights.py`), and the scorer is derived in float64.
 """
 
 from __future__ import annotations
@@ -22,7 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .random_weights import redraw
+
 KINDS = ("minilm", "tiny-modernbert", "modernbert-base")
+# Each kind's default seed. A random model's int8 sensitivity is a property of its draw: tiny-modernbert's
+# seed 0 moves probabilities by 0.0265 under 8-bit weight-only quantization (the gate allows 0.02), seed 1
+# by 0.0159, and the int8 tests need a candidate that passes on some rows (seed scan of 2026-12-01).
+DEFAULT_SEEDS = {"minilm": 0, "tiny-modernbert": 1, "modernbert-base": 0}
 
 # Options per question type get their own temperature bucket in the published configs; a
 # few non-unit values here make the decode path's bucket lookup and clamp observable.
@@ -122,6 +132,7 @@ def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
 
 
 def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
+    """(encoder, tokenizer, rl config) of `kind`; a random encoder still holds torch's init here."""
     from transformers import AutoModel, AutoTokenizer
 
     if kind == "minilm":
@@ -188,10 +199,16 @@ def _discriminative_scorer(model: Any, tok: Any, target_std: float = 1.5) -> Non
     captured: dict[str, Any] = {}
     last = model.scorer[-1]
     hook = last.register_forward_hook(lambda _m, inputs, _o: captured.__setitem__("features", inputs[0]))
-    with torch.no_grad():
-        model(batch["input_ids"], batch["attention_mask"], batch["marker_pos"], batch["marker_mask"], batch["qtype"])
-    hook.remove()
-    features = captured["features"].double().numpy()
+    # float64: FP32 kernels differ in the last bits between CPUs, and the SVD below amplifies that
+    model.double()
+    try:
+        with torch.no_grad():
+            model(batch["input_ids"], batch["attention_mask"], batch["marker_pos"], batch["marker_mask"],
+                  batch["qtype"])
+    finally:
+        hook.remove()
+        model.float()
+    features = captured["features"].numpy()
     rows = [features[r, : len(item["markers"])] for r, item in enumerate(items)]
     within = np.concatenate([f - f.mean(0) for f in rows])
     means = np.stack([f.mean(0) for f in rows])
@@ -208,12 +225,13 @@ def _discriminative_scorer(model: Any, tok: Any, target_std: float = 1.5) -> Non
         last.bias.fill_(-offset)
 
 
-def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int = 0,
+def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int | None = None,
                     progress: Callable[[str], None] | None = None) -> Path:
     """Write a ``kind`` checkpoint to ``out_dir`` (created) and return its path.
 
-    Same ``kind`` and ``seed`` give the same weights: the head (and a random encoder) are
-    drawn from a generator seeded here, not from whatever state the process is in.
+    ``seed`` defaults to the kind's `DEFAULT_SEEDS`. Same ``kind`` and ``seed`` give the same weights, bit
+    for bit, on any CPU: the head (and a random encoder) are redrawn from numpy generators seeded by (seed,
+    parameter name), not left to torch's CPU-dependent init kernels.
     """
     import torch
     from laya.common import DecisionModel
@@ -221,10 +239,12 @@ def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int = 0,
 
     say = progress or (lambda _msg: None)
     out = Path(out_dir)
+    seed = DEFAULT_SEEDS.get(kind, 0) if seed is None else seed
     torch.manual_seed(seed)
     say("building %s encoder" % kind)
     encoder, tok, cfg = _build(kind)
     model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1).eval()
+    redraw(model, seed, keep=("encoder.",) if kind == "minilm" else ())
     _discriminative_scorer(model, tok)
     say("writing %s checkpoint to %s" % (kind, out))
     save_checkpoint(model, tok, cfg, str(out))

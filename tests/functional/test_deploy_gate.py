@@ -31,6 +31,7 @@ def test_publishing_uploads_the_goldens_the_manifest_pins(tiny_int8: Path, tmp_p
     assert "rows" in json.loads(found[0])
 
 
+@pytest.mark.int8
 def test_the_gate_replays_on_this_cpu_records_once_and_the_runtime_can_read_it(tiny_int8: Path,
                                                                                tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")

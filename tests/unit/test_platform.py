@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import platform
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +32,32 @@ def test_int8_kernel_classes(profile: dict[str, Any], kernels: str) -> None:
     assert int8_kernels(profile) == kernels
 
 
+HOST = ("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC\n"
+        "flags\t\t: fpu avx2 fma avx512f avx512bw avx512_vnni avx_vnni\nprocessor\t: 1\nflags\t\t: other\n")
+
+
 def test_the_cpu_profile_reads_flags_and_model_name() -> None:
-    profile = cpu_profile("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu avx2 fma avx512_vnni\n"
-                          "processor\t: 1\nflags\t\t: other\n")
-    assert profile["model"] == "AMD EPYC" and profile["isa"] == ["avx2", "fma", "avx512_vnni"]
+    confirmed = {"AVX2": True, "FMA3": True, "AVX512F": True, "AVX512BW": True, "AVX512VNNI": True}
+    profile = cpu_profile(HOST, cpuid=confirmed)
+    assert profile["model"] == "AMD EPYC" and profile["vendor"] == "AuthenticAMD"
+    assert profile["isa"] == ["avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni"]
+    assert profile["isa_source"] == "cpuinfo" and int8_kernels(profile) == "avx512-vnni"
+
+
+def test_cpuid_overrules_the_hosts_cpuinfo_when_it_denies_a_flag() -> None:
+    # what qemu -cpu Haswell shows a process on a VNNI host: /proc/cpuinfo unchanged, cpuid AVX2 only
+    haswell = {"AVX2": True, "FMA3": True, "AVX512F": False, "AVX512BW": False, "AVX512VNNI": False}
+    profile = cpu_profile(HOST, cpuid=haswell)
+    assert profile["isa"] == ["avx2", "fma"] and profile["isa_source"] == "cpuid"
+    assert int8_kernels(profile) == "avx2"  # avx_vnni, which cpuid cannot name, is not trusted either
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="emulates an x86 CPU class")
+def test_an_emulated_haswell_is_seen_as_the_avx2_class() -> None:
+    code = "from laya_serverless.artifact.platform import cpu_profile, int8_kernels; print(int8_kernels(cpu_profile()))"
+    seen = subprocess.run(["qemu-x86_64-static", "-cpu", "Haswell", sys.executable, "-c", code],
+                          capture_output=True, text=True, check=True, timeout=120).stdout.split()
+    assert seen == ["avx2"]
 
 
 def _manifest(target: str, built: dict[str, Any]) -> Manifest:

@@ -12,37 +12,16 @@ records the result beside the manifest under `gates/`).
 from __future__ import annotations
 
 import json
-import platform
-from pathlib import Path
 from typing import Any
 
+from .cpu import cpu_profile
 from .manifest import Manifest
 from .store import ObjectStore
 
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "avx512_bf16",
-             "amx_int8", "amx_bf16", "asimddp", "i8mm")
 # Most capable first: the first class whose flags a CPU has is the one ONNX Runtime's int8 kernels use.
 _X86_CLASSES = (("amx-int8", "amx_int8"), ("avx512-vnni", "avx512_vnni"), ("avx-vnni", "avx_vnni"),
                 ("avx512", "avx512bw"), ("avx2", "avx2"))
 _ARM_CLASSES = (("arm64-i8mm", "i8mm"), ("arm64-dotprod", "asimddp"))
-
-
-def cpu_profile(cpuinfo: str | None = None) -> dict[str, Any]:
-    """This machine's CPU: architecture, model name and the instruction-set flags that pick kernels."""
-    flags: set[str] = set()
-    model = platform.processor()
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            cpuinfo = ""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features") and not flags:
-            flags = set(value.split())
-        elif key.strip() == "model name" and value.strip():
-            model = value.strip()
-    return {"machine": platform.machine(), "model": model, "isa": [f for f in ISA_FLAGS if f in flags]}
 
 
 def int8_kernels(profile: dict[str, Any]) -> str:
@@ -79,3 +58,6 @@ def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here
     return ("int8 artifact %s was gated on %s int8 kernels (%s) and never on this CPU's %s (%s); int8 results "
             "differ between them. Re-gate it here with `laya-artifacts import`, or serve cpu-fp32"
             % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?")))
+
+
+__all__ = ["cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8", "unproven_here"]

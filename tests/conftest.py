@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,34 +49,14 @@ def write_goldens_file(goldens: dict[str, Any], directory: Path) -> Path:
     return write_goldens(goldens, directory)
 
 
-# {kind: [checkpoint dir, FP32 export dir]} built by an enclosing session: the emulated-CPU run
-# (`test_int8_classes.py`) reuses them, since the test checkpoints are the same bits on every CPU.
-PREBUILT_ENV = "LAYA_TEST_PREBUILT"
-# The int8 kernel class a session must see (the emulated run sets it, so a mis-emulation fails loudly).
-EXPECT_KERNELS_ENV = "LAYA_TEST_EXPECT_INT8_KERNELS"
-
-
 def _build(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[Path, Path]:
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.export import export_checkpoint
 
-    prebuilt = json.loads(os.environ.get(PREBUILT_ENV) or "{}")
-    if kind in prebuilt:
-        checkpoint, artifact = (Path(p) for p in prebuilt[kind])
-        return checkpoint, artifact
     root = tmp_path_factory.mktemp(kind)
     checkpoint = make_checkpoint(kind, root / "checkpoint")
     artifact = export_checkpoint(checkpoint, root / "export-fp32")
     return checkpoint, artifact
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _expected_int8_kernels() -> None:
-    expected = os.environ.get(EXPECT_KERNELS_ENV)
-    if expected:
-        from laya_serverless.artifact.platform import cpu_profile, int8_kernels
-
-        assert int8_kernels(cpu_profile()) == expected, "this session runs on %s" % cpu_profile()
 
 
 @pytest.fixture(scope="session")

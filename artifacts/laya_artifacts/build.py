@@ -27,10 +27,10 @@ from .parity import TOLERANCES, GateReport, corpus_info, run_gate
 from .quantize import OPTIMIZATION_LEVEL
 from .regate import canonical_goldens, goldens_sidecar
 from .search import (
-    CANDIDATE_NAMES,
     MIN_SPEEDUP,
     SEARCH_THREADS,
     SpeedTimer,
+    check_candidate_names,
     precision_search,
     prepare_artifact,
     wall_clock,
@@ -132,11 +132,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
-    if candidates:
-        unknown = sorted(set(candidates) - set(CANDIDATE_NAMES))
-        if unknown:
-            raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown),
-                                                                         ", ".join(CANDIDATE_NAMES)))
+    check_candidate_names(candidates)
     user_cases = [case for path in gate_cases for case in read_gate_cases(path)]  # refused before any work
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):

@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 from .core.providers import CPU, CUDA, DEVICES, device_of_target
 from .errors import SettingsError
-from .http.limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 
 API_KEY = "LAYA_API_KEY"
 ROOT_PATH = "LAYA_ROOT_PATH"
@@ -142,7 +142,7 @@ class Settings:
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     jev_strict: bool = False
     auto_task: bool = False
-    default_model: str = "multilingual"
+    default_model: str = "english"  # the default deployment's one checkpoint, as from_environ({}) resolves it
     threads: int | None = None
     tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
     idle_unload_seconds: float = 0.0  # off; a long-running server unloads its checkpoints after this idle time

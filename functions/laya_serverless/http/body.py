@@ -15,8 +15,8 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from ..errors import BodyTimeout, ClientDisconnected, MalformedRequest, TooLarge
+from ..protocol.limits import MAX_BODY_BYTES
 from .content_coding import decode_body
-from .limits import MAX_BODY_BYTES
 
 _log = logging.getLogger("laya_serverless")
 

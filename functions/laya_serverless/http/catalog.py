@@ -13,25 +13,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from ..artifact.manifest import Manifest
 from ..errors import NotReady, Unauthenticated
 from .serving import Serving, serving
 
 router = APIRouter()
 CATALOG_STATE = "model_catalog"
-
-
-def describe(name: str, stored: str, artifact_id: str, manifest: Manifest,
-             today: dt.date | None = None) -> dict[str, str]:
-    """One `/v1/models` entry for a loaded artifact."""
-    created = manifest.raw.get("created")
-    day = created[:10] if isinstance(created, str) and len(created) >= 10 else (today or dt.date.today()).isoformat()
-    revision = manifest.revision
-    return {"name": name,
-            "description": "Laya typed decisions (choice, score, noul): checkpoint %s, target %s, artifact %s%s"
-                           % (stored, manifest.target, artifact_id[:12],
-                              ", revision %s" % revision[:12] if revision else ""),
-            "release_date": day}
 
 
 def entries(names: list[str], catalog: dict[str, dict[str, str]]) -> list[dict[str, str]]:

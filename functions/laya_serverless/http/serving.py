@@ -22,12 +22,12 @@ from fastapi import Request
 
 from .. import observe
 from ..errors import NotReady, Overloaded, Unauthenticated
+from ..protocol.deployment import Deployment
+from ..protocol.refusals import refusal_from
+from ..protocol.routing import Detector, Registry
 from ..settings import Settings
 from .admission import BUSY, READERS_PER_SLOT, ReadingGate
 from .body import read_json
-from .deployment import Deployment
-from .routing import Detector, Registry
-from .statuses import refusal_from
 
 T = TypeVar("T")
 # RFC 9110 §5.5: a field value has no leading or trailing whitespace. uvicorn (h11) already drops it,

@@ -8,8 +8,6 @@ chooses a status code.
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse, Response
@@ -33,9 +31,7 @@ from ..errors import (
     Unauthenticated,
     UnsupportedEncoding,
 )
-from . import strict as strict_shapes
-
-_log = logging.getLogger("laya_serverless")
+from ..protocol import strict as strict_shapes
 
 STATUSES: dict[type[RequestError], int] = {
     MalformedRequest: 400,
@@ -65,18 +61,6 @@ def status_of(error: RequestError, strict: bool = False) -> int:
         if kind in STATUSES:
             return STATUSES[kind]
     return 500
-
-
-def refusal_from(error: Exception, model: object) -> RequestError:
-    """What a failure during inference answers: a caller's `ValueError` is a 422 with its message;
-    anything else is logged with its traceback and answered as a bare 500 (no paths, no weights)."""
-    if isinstance(error, RequestError):
-        return error
-    if isinstance(error, ValueError):
-        return InvalidRequest(str(error))
-    _log.error("inference failed for model=%s", str(model).replace("\n", "\\n").replace("\r", "\\r"),
-               exc_info=error)
-    return InferenceFailed("inference failed")
 
 
 def refusal_response(error: RequestError, strict: bool = False) -> JSONResponse:

@@ -73,9 +73,15 @@ def batch_controls(body: Any, registry: Registry, settings: Settings) -> BatchCo
     controls = _controls(body, registry, settings)
     caller = limits.batch_size_param(body)
     sort_by_length = bool(limits.sort_by_length_param(body))
-    planned = limits.planned_batch_size(len(body["states"]), len(body["questions"]), body.get("max_len"),
-                                        settings.max_batch_tokens)
-    return BatchControls(controls, limits.effective_batch_size(caller, planned), sort_by_length)
+    size = pass_size(caller, len(body["states"]), len(body["questions"]), body.get("max_len"), settings)
+    return BatchControls(controls, size, sort_by_length)
+
+
+def pass_size(caller: int | None, n_states: int, n_questions: int, max_len: Any, settings: Settings) -> int | None:
+    """States per session run, for `/batch` and each job shard alike: the caller's `batch_size`, capped by the
+    plan that keeps one pass under `settings.max_batch_tokens`."""
+    planned = limits.planned_batch_size(n_states, n_questions, max_len, settings.max_batch_tokens)
+    return limits.effective_batch_size(caller, planned)
 
 
 def job_controls(body: dict[str, Any], registry: Registry, settings: Settings) -> BatchControls:

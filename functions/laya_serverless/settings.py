@@ -1,4 +1,4 @@
-"""Configuration, read once at the edge from an environment mapping (protocol §11 plus the deployment's own).
+"""Configuration, read once at the edge from an environment mapping (docs/protocol.md#environment-variables).
 
 Upstream reads `LAYA_JEV_STRICT`, `LAYA_MAX_TOKEN_BUDGET` and `LAYA_MAX_BATCH_TOKENS` on every
 request; a Lambda function's environment cannot change while it runs, so here they are read once

@@ -1,6 +1,6 @@
 """The app factory: the Jev protocol's routes over the deployed deciders (FastAPI, "bigger applications").
 
-Each decision request runs the protocol's order (§3.2, §4.2): auth, admission, body (size, time,
+Each decision request runs the protocol's order: auth, admission, body (size, time,
 JSON), shape and limits, hook refusal, surrogates, `model`, budgets, language hints,
 `min_confidence`, then routing and inference under the inference lock. Refusals are
 `RequestError`s, answered as `{"detail": ...}` by `statuses`.

@@ -1,4 +1,4 @@
-"""Reading a request body as the protocol does (§2.4): size cap, read deadline, content coding, JSON.
+"""Reading a request body: size cap, read deadline, content coding, JSON.
 
 A client that disconnects mid-body is logged in one line (no traceback) and refused with
 `ClientDisconnected`; nobody reads that answer.

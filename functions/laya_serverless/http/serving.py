@@ -75,7 +75,7 @@ class Serving:
 
     @asynccontextmanager
     async def admitted(self, authorization: str | None) -> AsyncIterator[Deployment]:
-        """Auth, readiness, then an admission slot held until the response is produced (§2.3)."""
+        """Auth, readiness, then an admission slot held until the response is produced."""
         if not self.authorized(authorization):
             raise Unauthenticated("invalid or missing bearer token")
         if self.deployment is None:

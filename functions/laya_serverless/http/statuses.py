@@ -1,6 +1,6 @@
 """Where errors become HTTP answers: the status of each refusal, and what an inference failure turns into.
 
-Every non-2xx the app produces is `{"detail": "<text>"}` (protocol §2.1); the 503s carry
+Every non-2xx the app produces is `{"detail": "<text>"}`; the 503s carry
 `Retry-After: 1`. In strict Jev mode a malformed body is a 422 like every other validation
 failure, and bodies take the Jev shapes (`strict.error_body`). Nothing else in the package
 chooses a status code.

@@ -1,4 +1,4 @@
-"""The two decision routes' work, apart from HTTP: check a body (§3.2, §4.2), then answer it.
+"""The two decision routes' work, apart from HTTP: check a body, then answer it.
 
 `*_controls` run the protocol's checks in its order after the body was decoded; `answer_*` run on
 the inference worker: routing, the decider, tournament narrowing, the `routing` block.
@@ -42,7 +42,8 @@ def tournament_group(deployment: Deployment, settings: Settings, controls: Contr
 
 
 def _controls(body: dict[str, Any], registry: Registry, settings: Settings) -> Controls:
-    """Steps 9-13 of §3.2, shared by both routes (after their shape, limit and hook checks)."""
+    """The controls' checks (model, budgets, language hints, min_confidence), shared by both routes
+    (after their shape, limit and hook checks)."""
     if limits.has_lone_surrogate(body):
         raise MalformedRequest(_SURROGATE_DETAIL)
     return Controls(

@@ -1,4 +1,4 @@
-"""Request checks of the Jev protocol that run before any inference (protocol §3.2-§3.4, §4.2-§4.3).
+"""Request checks of the Jev protocol that run before any inference.
 
 Pure functions over the decoded JSON body. Each refusal is a `RequestError` of the kind that fits,
 carrying the exact `detail` text upstream `laya-serve` answers with; `statuses` maps kinds to
@@ -71,7 +71,7 @@ def state_length(state: Any) -> int:
 
 
 def check_request_limits(state: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
-    """§3.2 steps 7a-7f: presence, shape and size, before anything is tokenized."""
+    """The first body checks: presence, shape and size, before anything is tokenized."""
     if state is None:
         raise MalformedRequest("'state' is required")
     if not isinstance(questions, dict):

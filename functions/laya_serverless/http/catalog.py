@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from ..errors import NotReady, Unauthenticated
 from .serving import Serving, serving
 
 router = APIRouter()
@@ -30,8 +29,5 @@ def entries(names: list[str], catalog: dict[str, dict[str, str]]) -> list[dict[s
 def list_models(request: Request, serve: Annotated[Serving, Depends(serving)],
                 authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     """The deployed checkpoints a request may pin with `model` (omit it, or send `jev-latest`, to auto-route)."""
-    if not serve.authorized(authorization):
-        raise Unauthenticated("invalid or missing bearer token")
-    if serve.deployment is None:
-        raise NotReady(serve.unavailable or "not ready")
-    return {"models": entries(serve.deployment.names, getattr(request.app.state, CATALOG_STATE, {}))}
+    deployment = serve.ready(authorization)
+    return {"models": entries(deployment.names, getattr(request.app.state, CATALOG_STATE, {}))}

@@ -18,6 +18,7 @@ from typing import Any
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, MANIFEST_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
 from laya_serverless.artifact.platform import cpu_profile
+from laya_serverless.artifact.targets import CPU_FP32, CPU_TARGETS
 from laya_serverless.errors import GateFailed
 
 from .export import FUSION_RECORD, OPSET, export_checkpoint
@@ -36,7 +37,7 @@ from .search import (
     wall_clock,
 )
 
-TARGETS = ("cpu-int8", "cpu-fp32")
+TARGETS = CPU_TARGETS
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 
 
@@ -148,7 +149,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         export_checkpoint(checkpoint_dir, raw)
         fusion = json.loads((raw / FUSION_RECORD).read_text())
         progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
-        if target == "cpu-fp32":
+        if target == CPU_FP32:
             progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL,
                                                                                           tolerance))
             prepare_artifact(raw / GRAPH_FILE, raw, out_dir)

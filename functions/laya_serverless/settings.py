@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .artifact.targets import DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET
 from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 from .core.providers import CPU, CUDA, DEVICES, device_of_target
 from .errors import SettingsError
@@ -38,7 +39,7 @@ API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requ
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
 DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
-DEFAULT_TARGETS = {CPU: "cpu-int8", CUDA: "cuda-fp16"}
+DEFAULT_TARGETS = {CPU: DEFAULT_CPU_TARGET, CUDA: DEFAULT_CUDA_TARGET}
 # Operations (docs/operations.md): reading gate, local server timeouts, strict mode's confidence.
 READS_PER_CLIENT = "LAYA_MAX_READS_PER_CLIENT"
 HEADER_TIMEOUT = "LAYA_HEADER_TIMEOUT"
@@ -150,7 +151,7 @@ class Settings:
     port: int = 8000
     store: str = ".laya-store"
     deployed: dict[str, str] = field(default_factory=lambda: {"english": "demo"})
-    target: str = "cpu-int8"
+    target: str = DEFAULT_CPU_TARGET
     cache_dir: str | None = None
     api_base_path: str = "/"
     api_key_secret: str | None = None

@@ -22,6 +22,7 @@ from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, unproven_here
 from ..artifact.store import ObjectStore, open_store
+from ..artifact.targets import FALLBACK_TARGET
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..errors import ArtifactError, DeviceUnavailable
@@ -33,7 +34,6 @@ _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
 
 
-FALLBACK_TARGET = "cpu-fp32"
 
 
 @dataclass

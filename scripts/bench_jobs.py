@@ -120,11 +120,11 @@ def bench_job(env: dict[str, str], workers: int, states: list[Any], questions: d
     from functools import partial
 
     from laya_serverless.artifact.store import open_store
-    from laya_serverless.http.routing import Registry
     from laya_serverless.jobs.local import LocalEngine
     from laya_serverless.jobs.results import iter_results, read_spec
     from laya_serverless.jobs.runtime import load_worker
     from laya_serverless.jobs.service import JobService
+    from laya_serverless.protocol.routing import Registry
     from laya_serverless.settings import Settings
 
     settings = Settings.from_environ(env)
@@ -172,7 +172,7 @@ def main() -> int:
     args = parser.parse_args()
     from quickstart import EXAMPLE_QUESTIONS as questions
 
-    from laya_serverless.jobs.plan import estimated_tokens
+    from laya_serverless.protocol.plan import estimated_tokens
 
     states = make_states(args.states)
     root = Path(tempfile.mkdtemp(prefix="bench-jobs-"))

@@ -4,7 +4,7 @@
 
 The tables (stopword lists, script ranges, diacritics, post-Unicode-14 letter ranges) are data
 from upstream laya 0.4.15 (Apache-2.0, Convai Innovations), reproduced with attribution so
-routing decisions match upstream's; the detection code in `laya_serverless.http.detect` is our own.
+routing decisions match upstream's; the detection code in `laya_serverless.protocol.detect` is our own.
 """
 
 from __future__ import annotations

@@ -14,10 +14,13 @@ import sys
 import time
 from pathlib import Path
 
+from laya_serverless.artifact import targets
+from laya_serverless.artifact.targets import CPU_INT8
+
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 STORE = ROOT / ".laya-store"
-TARGET, FALLBACK_TARGET = "cpu-int8", "cpu-fp32"
+TARGET, FALLBACK_TARGET = CPU_INT8, targets.FALLBACK_TARGET
 PUBLISHED_MARK = CACHE / "demo-published.json"
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}

@@ -18,6 +18,7 @@ from typing import Any
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, MANIFEST_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
 from laya_serverless.artifact.platform import cpu_profile
+from laya_serverless.artifact.targets import CPU_FP32, CPU_TARGETS
 from laya_serverless.errors import GateFailed
 
 from .export import FUSION_RECORD, OPSET, export_checkpoint
@@ -27,16 +28,16 @@ from .parity import TOLERANCES, GateReport, corpus_info, run_gate
 from .quantize import OPTIMIZATION_LEVEL
 from .regate import canonical_goldens, goldens_sidecar
 from .search import (
-    CANDIDATE_NAMES,
     MIN_SPEEDUP,
     SEARCH_THREADS,
     SpeedTimer,
+    check_candidate_names,
     precision_search,
     prepare_artifact,
     wall_clock,
 )
 
-TARGETS = ("cpu-int8", "cpu-fp32")
+TARGETS = CPU_TARGETS
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 
 
@@ -132,11 +133,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
-    if candidates:
-        unknown = sorted(set(candidates) - set(CANDIDATE_NAMES))
-        if unknown:
-            raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown),
-                                                                         ", ".join(CANDIDATE_NAMES)))
+    check_candidate_names(candidates)
     user_cases = [case for path in gate_cases for case in read_gate_cases(path)]  # refused before any work
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -152,7 +149,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         export_checkpoint(checkpoint_dir, raw)
         fusion = json.loads((raw / FUSION_RECORD).read_text())
         progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
-        if target == "cpu-fp32":
+        if target == CPU_FP32:
             progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL,
                                                                                           tolerance))
             prepare_artifact(raw / GRAPH_FILE, raw, out_dir)

@@ -44,8 +44,10 @@ def _candidates(value: str | None) -> list[str] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from laya_serverless.artifact.targets import CUDA_TARGETS
+
     from .build import GateFailed, build_artifact
-    from .cuda import CUDA_TARGETS, build_cuda_artifact
+    from .cuda import build_cuda_artifact
     from .gate_corpus import GateCasesError, read_gate_cases
 
     try:  # users' rows are refused before anything else happens
@@ -182,21 +184,18 @@ def _make_checkpoint(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
+    from laya_serverless.artifact.targets import CPU_INT8, TARGETS  # cuda-* build and gate only on an NVIDIA GPU
 
-    from .build import TARGETS as CPU_TARGETS
     from .checkpoints import KINDS
-    from .cuda import CUDA_TARGETS
     from .gate_corpus import SPLITS
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
-
-    TARGETS = (*CPU_TARGETS, *CUDA_TARGETS)  # cuda-* build and gate only on a machine with an NVIDIA GPU
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="export, quantize, gate and describe one artifact")
     build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
     build.add_argument("--revision", help="Hugging Face revision (commit SHA) to pin")
-    build.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    build.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
     build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")
     build.add_argument("--goldens", help="golden file to gate against (default: record the corpus now with upstream)")
@@ -224,7 +223,7 @@ def parser() -> argparse.ArgumentParser:
     parity = commands.add_parser("parity", help="gate an artifact against golden rows (no torch needed)")
     parity.add_argument("artifact")
     parity.add_argument("--goldens", required=True)
-    parity.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    parity.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     parity.add_argument("--split", action="append", choices=SPLITS,
                         help="replay only this split (repeatable; default: both, and both must pass)")
     parity.set_defaults(run=_parity)
@@ -235,7 +234,7 @@ def parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="verify an artifact directory, or a published one")
     verify.add_argument("store", help="an artifact directory, or a store with --checkpoint")
     verify.add_argument("--checkpoint")
-    verify.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    verify.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     verify.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     verify.set_defaults(run=_verify)
     listing = commands.add_parser("list", help="list published (checkpoint, target, artifact)")
@@ -244,7 +243,7 @@ def parser() -> argparse.ArgumentParser:
     imp = commands.add_parser("import", help="fetch an artifact built elsewhere, re-gate it here, publish it")
     imp.add_argument("source", help="store URI to import from")
     imp.add_argument("--checkpoint", required=True)
-    imp.add_argument("--target", choices=TARGETS, default="cpu-int8")
+    imp.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     imp.add_argument("--goldens", required=True)
     imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))

@@ -24,6 +24,7 @@ from typing import Any
 from laya_serverless.artifact.gpu import gpu_profile
 from laya_serverless.artifact.layout import GRAPH_FILE, TOKENIZER_FILE, DecodeConfig, copy_decode_config
 from laya_serverless.artifact.manifest import sha256_bytes
+from laya_serverless.artifact.targets import CUDA_FP16, CUDA_TARGETS
 from laya_serverless.core.providers import CPU, CPU_PROVIDER, CUDA, CUDA_OPTIONS, ONNXRUNTIME, Placement, require_device
 from laya_serverless.errors import GateFailed
 
@@ -33,7 +34,6 @@ from .goldens import record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, run_gate
 from .regate import canonical_goldens, goldens_sidecar
 
-CUDA_TARGETS = ("cuda-fp16", "cuda-fp32")
 # Kept FP32 in the FP16 graph, beside onnxruntime's own list of ops without FP16 kernels.
 FP32_OPS = ("Softmax", "LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
             "ReduceMean", "ReduceSum", "Pow", "Sqrt", "Reciprocal", "Exp", "Log", "Cos", "Sin")
@@ -133,7 +133,7 @@ def _stage(checkpoint_dir: Path, target: str, out_dir: Path, progress: Callable[
         progress("2/5 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
         export_checkpoint(checkpoint_dir, raw)
         recipe = None
-        if target == "cuda-fp16":
+        if target == CUDA_FP16:
             progress("3/5 converting to FP16 (softmax, normalization, rotary tables and the head kept FP32)")
             recipe = convert_fp16(raw / GRAPH_FILE, out_dir / GRAPH_FILE)
         else:

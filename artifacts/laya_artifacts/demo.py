@@ -12,12 +12,12 @@ pipeline imports it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.errors import DemoError
 
 from .checkpoints import minilm_dir
@@ -31,14 +31,6 @@ MAX_LEN, HEAD_MAX_LEN = 256, 128
 ACT_COSTS = {"ask": 0.1, "search": 0.2}
 
 Progress = Callable[[str], None]
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def encoder_weights() -> Path:

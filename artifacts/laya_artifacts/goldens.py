@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_serverless.artifact.cpu import cpu_family
+from laya_serverless.artifact.manifest import sha256_file
 
 GOLDENS_FILE = "goldens.json"
 GOLDENS_FORMAT = 2
@@ -28,11 +29,7 @@ RECORD_THREADS = 1
 
 
 def weights_sha256(checkpoint_dir: Path) -> str:
-    digest = hashlib.sha256()
-    with open(Path(checkpoint_dir) / "model.safetensors", "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(Path(checkpoint_dir) / "model.safetensors")
 
 
 def token_digest(ids: Sequence[int]) -> str:

@@ -48,6 +48,15 @@ MIN_SPEEDUP = 1.05
 CANDIDATE_NAMES = tuple(c.name for c in FIXED_CANDIDATES) + (LAYER_MIX,)
 
 
+def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
+    """The candidates to search (all when none are named); `ValueError` naming any unknown one."""
+    names = list(candidates) if candidates else list(CANDIDATE_NAMES)
+    unknown = sorted(set(names) - set(CANDIDATE_NAMES))
+    if unknown:
+        raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
+    return names
+
+
 @dataclass
 class Trial:
     """One candidate's graph, opened, timed and (once gated) measured on selection."""
@@ -244,10 +253,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                      progress: Callable[[str], None] = lambda _m: None,
                      timer: SpeedTimer = wall_clock) -> SearchResult:
     """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
-    names = list(candidates) if candidates else list(CANDIDATE_NAMES)
-    unknown = sorted(set(names) - set(CANDIDATE_NAMES))
-    if unknown:
-        raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
+    names = check_candidate_names(candidates)
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer)
     if not search.rows:
         raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")

@@ -1,4 +1,4 @@
-"""Configuration, read once at the edge from an environment mapping (protocol §11 plus the deployment's own).
+"""Configuration, read once at the edge from an environment mapping (docs/protocol.md#environment-variables).
 
 Upstream reads `LAYA_JEV_STRICT`, `LAYA_MAX_TOKEN_BUDGET` and `LAYA_MAX_BATCH_TOKENS` on every
 request; a Lambda function's environment cannot change while it runs, so here they are read once
@@ -12,9 +12,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .artifact.targets import DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET
+from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 from .core.providers import CPU, CUDA, DEVICES, device_of_target
 from .errors import SettingsError
-from .http.limits import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 
 API_KEY = "LAYA_API_KEY"
 ROOT_PATH = "LAYA_ROOT_PATH"
@@ -38,7 +39,7 @@ API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requ
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
 DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
-DEFAULT_TARGETS = {CPU: "cpu-int8", CUDA: "cuda-fp16"}
+DEFAULT_TARGETS = {CPU: DEFAULT_CPU_TARGET, CUDA: DEFAULT_CUDA_TARGET}
 # Operations (docs/operations.md): reading gate, local server timeouts, strict mode's confidence.
 READS_PER_CLIENT = "LAYA_MAX_READS_PER_CLIENT"
 HEADER_TIMEOUT = "LAYA_HEADER_TIMEOUT"
@@ -142,7 +143,7 @@ class Settings:
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     jev_strict: bool = False
     auto_task: bool = False
-    default_model: str = "multilingual"
+    default_model: str = "english"  # the default deployment's one checkpoint, as from_environ({}) resolves it
     threads: int | None = None
     tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
     idle_unload_seconds: float = 0.0  # off; a long-running server unloads its checkpoints after this idle time
@@ -150,7 +151,7 @@ class Settings:
     port: int = 8000
     store: str = ".laya-store"
     deployed: dict[str, str] = field(default_factory=lambda: {"english": "demo"})
-    target: str = "cpu-int8"
+    target: str = DEFAULT_CPU_TARGET
     cache_dir: str | None = None
     api_base_path: str = "/"
     api_key_secret: str | None = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from laya_serverless.artifact import targets
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "lambda"          # layers/build_layer.py writes <arch>/{layer,function}
 AUTHORIZER_DIR = REPO_ROOT / "functions" / "gateway_authorizer"
@@ -28,7 +30,7 @@ DEFAULT_PREFIX = ""
 DEFAULT_STAGE = "prod"
 DEFAULT_ARTIFACT_PREFIX = "laya-artifacts"
 DEFAULT_DEPLOYED = "english=demo"
-DEFAULT_TARGET = "cpu-int8"
+DEFAULT_TARGET = targets.DEFAULT_CPU_TARGET
 LAMBDA_CACHE_DIR = "/tmp/laya-artifacts"                   # the only writable place on Lambda
 
 DEFAULT_THROTTLE_RATE = 50                                 # requests per second, steady
@@ -90,8 +92,8 @@ GPU_PROXY_DIR = REPO_ROOT / "functions" / "gpu_proxy"
 GPU_PROXY_HANDLER = "proxy.handler"
 GPU_PATH = "gpu"                                           # the GPU routes: <prefix>/gpu/v1/systemone, ...
 GPU_ROUTES = (("POST", "v1/systemone"), ("POST", "v1/systemone/batch"), ("GET", "health"))
-GPU_TARGETS = ("cuda-fp16", "cuda-fp32")
-DEFAULT_GPU_TARGET = "cuda-fp16"
+GPU_TARGETS = targets.CUDA_TARGETS
+DEFAULT_GPU_TARGET = targets.DEFAULT_CUDA_TARGET
 DEFAULT_GPU_INSTANCE_TYPE = "ml.g5.xlarge"                 # one NVIDIA A10G (24 GB), 4 vCPUs
 GPU_INSTANCE_FAMILIES = ("g4dn", "g5", "g6", "g6e", "p3", "p4d", "p4de", "p5", "p5e")
 DEFAULT_GPU_MIN_INSTANCES, DEFAULT_GPU_MAX_INSTANCES = 1, 2

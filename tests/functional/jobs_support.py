@@ -11,11 +11,11 @@ import numpy as np
 
 from laya_serverless import Decider
 from laya_serverless.artifact.store import open_store
-from laya_serverless.http.deployment import Deployment
-from laya_serverless.http.detect import analyse
-from laya_serverless.http.routing import Registry
 from laya_serverless.jobs.local import LocalEngine
 from laya_serverless.jobs.worker import Worker
+from laya_serverless.protocol.deployment import Deployment
+from laya_serverless.protocol.detect import analyse
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.unit.fakes import RowSession, config, word_encoder
 
@@ -26,7 +26,7 @@ QUESTIONS = {
 }
 _WORDS = "i was charged twice billing tech refunds a b c d e f g low high yes no the statement".split()
 POISON_WORD = "h"
-SETTINGS = Settings(default_model="english", jobs_time_budget=0.05, jobs_token_rate=20_000)  # ~1,000 tokens a shard
+SETTINGS = Settings(jobs_time_budget=0.05, jobs_token_rate=20_000)  # ~1,000 tokens a shard
 
 
 def states(n: int, poison_at: tuple[int, ...] = ()) -> list[Any]:

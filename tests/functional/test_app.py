@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient
 
 from laya_serverless import Decider
 from laya_serverless.http.app import create_app
-from laya_serverless.http.detect import analyse
-from laya_serverless.http.routing import Registry
+from laya_serverless.protocol.detect import analyse
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from laya_serverless import Decider
 from laya_serverless.errors import Overloaded
 from laya_serverless.http.app import build_app, create_app
-from laya_serverless.http.deployment import Deployment
-from laya_serverless.http.routing import Registry
 from laya_serverless.http.serving import Serving, serving
+from laya_serverless.protocol.deployment import Deployment
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.unit.fakes import FixedSession, config, word_encoder
 
@@ -35,7 +35,7 @@ def fake_decider(logits: list[float]) -> Decider:
 
 def client(settings: Settings | None = None, **deciders: Decider) -> TestClient:
     deployed = deciders or {"english": fake_decider([2.0, 0.0])}
-    return TestClient(create_app(deployed, settings or Settings(default_model="english"), registry=Registry()))
+    return TestClient(create_app(deployed, settings or Settings(), registry=Registry()))
 
 
 def test_a_decision_comes_from_the_deployed_decider_with_timing_headers() -> None:
@@ -56,7 +56,7 @@ def test_other_logits_give_the_other_choice() -> None:
 
 
 def test_strict_mode_keeps_only_the_contracts_keys() -> None:
-    strict = client(Settings(default_model="english", jev_strict=True))
+    strict = client(Settings(jev_strict=True))
     body = strict.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, **ENGLISH}).json()
     assert list(body) == ["model", "answers", "usage"]
     assert list(body["answers"]["team"]) == ["type", "choice", "confidence", "probabilities"]
@@ -71,7 +71,7 @@ def test_batch_answers_each_state_in_order_and_sums_usage() -> None:
 
 
 def test_auth_refuses_decisions_and_reduces_health() -> None:
-    keyed = client(Settings(default_model="english", api_key="k3y"))
+    keyed = client(Settings(api_key="k3y"))
     assert keyed.post("/v1/systemone", json={}).json() == {"detail": "invalid or missing bearer token"}
     assert keyed.get("/health").json() == {"status": "ok"}
     assert keyed.get("/health", headers={"Authorization": "Bearer k3y"}).json()["loaded"] == ["english"]
@@ -110,8 +110,8 @@ def test_inference_failures_map_to_one_status_each(error: Exception, status: int
 
 
 def test_the_serving_dependency_can_be_overridden() -> None:
-    app = create_app({"english": fake_decider([2.0, 0.0])}, Settings(default_model="english"))
-    settings = Settings(default_model="english")
+    app = create_app({"english": fake_decider([2.0, 0.0])}, Settings())
+    settings = Settings()
     other = Serving(settings, Deployment({"english": fake_decider([0.0, 5.0])}, Registry(), "english"), Registry(),
                     detect=lambda _state: {})
     app.dependency_overrides[serving] = lambda: other
@@ -120,7 +120,7 @@ def test_the_serving_dependency_can_be_overridden() -> None:
 
 
 def test_admission_refuses_at_once_when_every_slot_is_taken() -> None:
-    serve = Serving(Settings(default_model="english", max_concurrent=1),
+    serve = Serving(Settings(max_concurrent=1),
                     Deployment({"english": fake_decider([1.0, 0.0])}, Registry(), "english"), Registry(),
                     detect=lambda _state: {})
 
@@ -142,7 +142,7 @@ def test_idle_unload_empties_the_deployment_and_a_request_reloads_it() -> None:
         reloads.append(1)
         return {"english": fake_decider([2.0, 0.0])}, {"english": "abc"}
 
-    settings = Settings(default_model="english", idle_unload_seconds=0.01)
+    settings = Settings(idle_unload_seconds=0.01)
     deployment = Deployment({"english": fake_decider([2.0, 0.0])}, Registry(), "english", {"english": "abc"}, reload)
     serve = Serving(settings, deployment, Registry(), detect=lambda _state: {})
     serve.last_activity -= 1.0

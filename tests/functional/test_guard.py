@@ -15,8 +15,8 @@ from laya_serverless.guard import GuardedHandler
 from laya_serverless.handler import lambda_handler
 from laya_serverless.http.app import create_app
 from laya_serverless.http.request_id import HEADER
-from laya_serverless.http.routing import Registry
 from laya_serverless.local import lambda_context
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional import hostile_events
 from tests.functional.test_app_fast import fake_decider
@@ -32,7 +32,7 @@ def event_loop_for_mangum() -> Iterator[None]:
 
 
 def guarded(**settings: Any) -> GuardedHandler:
-    chosen = Settings(default_model="english", **settings)
+    chosen = Settings(**settings)
     app = create_app({"english": fake_decider([2.0, 0.0, 1.0])}, chosen, registry=Registry())
     return lambda_handler(app, chosen)
 

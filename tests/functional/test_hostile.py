@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from laya_serverless.handler import lambda_handler
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
 from laya_serverless.local import lambda_context
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional import hostile_events
 from tests.functional.test_app_fast import fake_decider
@@ -56,7 +56,7 @@ def event_loop_for_mangum() -> Iterator[None]:
     """Mangum drives the app on this thread's loop (created here, so it is closed, not garbage-collected)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    HANDLERS["lambda"] = lambda_handler(_app(False), Settings(default_model="english", api_key="k3y"))
+    HANDLERS["lambda"] = lambda_handler(_app(False), Settings(api_key="k3y"))
     yield
     HANDLERS.clear()
     asyncio.set_event_loop(None)
@@ -64,7 +64,7 @@ def event_loop_for_mangum() -> Iterator[None]:
 
 
 def _app(strict: bool) -> Any:
-    chosen = Settings(default_model="english", jev_strict=strict, api_key="k3y")
+    chosen = Settings(jev_strict=strict, api_key="k3y")
     return create_app({"english": fake_decider([1.5, 0.5, 0.25, 2.0])}, chosen, registry=Registry())
 
 

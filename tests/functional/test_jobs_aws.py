@@ -18,11 +18,11 @@ from mangum import Mangum
 from laya_serverless.artifact.store import S3Store
 from laya_serverless.errors import SettingsError, ShardFailed
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
 from laya_serverless.jobs.events import dispatch
 from laya_serverless.jobs.handler import make_handler
 from laya_serverless.jobs.service import JobService
 from laya_serverless.jobs.stepfunctions import StepFunctionsEngine
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.jobs_support import SETTINGS, decider, make_worker, states
 
@@ -176,7 +176,7 @@ def test_bad_events_and_refused_submissions_raise(aws: SimpleNamespace) -> None:
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a loop boto3/moto leave unclosed
 def test_post_v1_jobs_through_the_mangum_handler_starts_an_execution(aws: SimpleNamespace) -> None:
     upload_input(aws, states(40))
-    settings = Settings(default_model="english", api_key="local-test-key", api_base_path="/laya",
+    settings = Settings(api_key="local-test-key", api_base_path="/laya",
                         jobs_time_budget=SETTINGS.jobs_time_budget, jobs_token_rate=SETTINGS.jobs_token_rate)
     app = create_app({"english": decider()}, settings, registry=Registry(), jobs=aws.service, inline_inference=True)
     handler = Mangum(app, lifespan="off", api_gateway_base_path="/laya")

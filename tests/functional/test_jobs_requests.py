@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
 from laya_serverless.jobs.layout import key_in
 from laya_serverless.jobs.local import LocalEngine
 from laya_serverless.jobs.service import JobService
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states
 
@@ -46,7 +46,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(root: Path) -> TestClient:
-    settings = Settings(default_model="english", jobs_max_states=12, api_key="k3y")
+    settings = Settings(jobs_max_states=12, api_key="k3y")
     jobs = JobService(LocalStore(root), Idle(), settings)
     return TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
                       headers={"Authorization": "Bearer k3y"})
@@ -121,7 +121,7 @@ def test_a_local_input_may_be_named_by_key_or_by_its_path_in_the_store(root: Pat
 
 
 def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
-    budget = Settings(default_model="english", batch_time_budget=1.0, batch_token_rate=100)
+    budget = Settings(batch_time_budget=1.0, batch_token_rate=100)
     answer = {"states": states(10), "questions": QUESTIONS, "lang": "en"}
     refused = TestClient(create_app({"english": decider()}, budget)).post("/v1/systemone/batch", json=answer)
     assert refused.status_code == 413
@@ -130,12 +130,12 @@ def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
     small = TestClient(create_app({"english": decider()}, budget)).post(
         "/v1/systemone/batch", json=dict(answer, states=["a"]))
     assert small.status_code == 200
-    default = TestClient(create_app({"english": decider()}, Settings(default_model="english", batch_token_rate=100)))
+    default = TestClient(create_app({"english": decider()}, Settings(batch_token_rate=100)))
     assert default.post("/v1/systemone/batch", json=answer).status_code == 200  # off unless the deployment sets it
 
 
 def test_without_a_job_engine_there_are_no_job_routes() -> None:
-    plain = TestClient(create_app({"english": decider()}, Settings(default_model="english")))
+    plain = TestClient(create_app({"english": decider()}, Settings()))
     assert plain.post("/v1/jobs", json=body(states=["a"])).status_code == 404
 
 

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.server import MAX_HEADER_BYTES, uvicorn_config
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider
@@ -21,7 +21,7 @@ HEADER_TIMEOUT, KEEP_ALIVE = 0.5, 1.0
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[tuple[str, int]]:
-    settings = Settings(default_model="english", header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
+    settings = Settings(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
     app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from laya_serverless.http.app import create_app
-from laya_serverless.http.jev import jev_confidence
 from laya_serverless.http.request_id import HEADER
-from laya_serverless.http.routing import Registry
+from laya_serverless.protocol.jev import jev_confidence
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import ENGLISH, QUESTIONS, fake_decider
 
@@ -22,7 +22,7 @@ LOGITS = [float((i * 7) % 11) / 4 for i in range(300)]
 
 
 def app(**settings: Any) -> Any:
-    chosen = Settings(default_model="english", **settings)
+    chosen = Settings(**settings)
     return create_app({"english": fake_decider(LOGITS)}, chosen, registry=Registry())
 
 
@@ -50,7 +50,7 @@ def test_an_unusable_request_id_is_replaced(unusable: str) -> None:
 
 
 def test_log_lines_of_a_request_carry_its_id(caplog: pytest.LogCaptureFixture) -> None:
-    broken = create_app({"english": fake_decider([1.0, 0.0])}, Settings(default_model="english"), registry=Registry())
+    broken = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
     deployment = broken.state.serving.deployment
     deployment.deciders["english"].session.run = lambda feeds: (_ for _ in ()).throw(RuntimeError("boom"))
     with caplog.at_level(logging.ERROR, logger="laya_serverless"):

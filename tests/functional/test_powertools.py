@@ -14,9 +14,9 @@ from laya_serverless import observe
 from laya_serverless.handler import lambda_handler
 from laya_serverless.http.app import create_app
 from laya_serverless.http.request_id import HEADER
-from laya_serverless.http.routing import Registry
 from laya_serverless.local import lambda_context
 from laya_serverless.powertools import SERVICE, Instrumentation, PowertoolsBackend
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional import hostile_events
 from tests.functional.test_app_fast import fake_decider
@@ -39,7 +39,7 @@ def instrumented() -> Iterator[Any]:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     instrumentation = Instrumentation({})
-    settings = Settings(default_model="english", api_key=KEY)
+    settings = Settings(api_key=KEY)
     decider = fake_decider([2.0, 0.0, 1.0])
     decider.session = _Session()
     app = create_app({"english": decider}, settings, registry=Registry())

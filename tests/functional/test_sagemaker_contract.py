@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from laya_serverless import Decider
 from laya_serverless.core.providers import CUDA_PROVIDER
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
 from laya_serverless.http.service import build_service
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.unit.fakes import config, word_encoder
 from tests.unit.gpu_fakes import FakeSession, gpu_decider, oom
@@ -29,7 +29,7 @@ ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
 def app(settings: Settings | None = None, **deciders: Decider) -> TestClient:
     deployed = deciders or {"english": fake_decider([2.0, 0.0])}
-    return TestClient(create_app(deployed, settings or Settings(default_model="english"), registry=Registry()))
+    return TestClient(create_app(deployed, settings or Settings(), registry=Registry()))
 
 
 def test_ping_is_200_once_loaded() -> None:
@@ -122,7 +122,7 @@ def _health(client: TestClient) -> dict[str, Any]:
 def test_health_reports_where_work_runs_and_counts_cpu_retries() -> None:
     gpu = FakeSession([CUDA_PROVIDER], errors=[oom()])
     decider, _ = gpu_decider(gpu, FakeSession(["CPUExecutionProvider"]))
-    client = app(Settings(default_model="english", device="cuda", target="cuda-fp16"), english=decider,
+    client = app(Settings(device="cuda", target="cuda-fp16"), english=decider,
                  spare=Decider(FakeSession(["CPUExecutionProvider"]), word_encoder(), config()))
     before = _health(client)
     assert (before["device"], before["device_is_preference"]) == ("cuda", False)
@@ -137,7 +137,7 @@ def test_health_reports_where_work_runs_and_counts_cpu_retries() -> None:
 
 def test_without_a_gated_cpu_retry_a_gpu_out_of_memory_request_is_a_503() -> None:
     decider, _ = gpu_decider(FakeSession([CUDA_PROVIDER], errors=[oom()]), None)
-    client = app(Settings(default_model="english", device="cuda", target="cuda-fp16"), english=decider)
+    client = app(Settings(device="cuda", target="cuda-fp16"), english=decider)
     response = client.post("/v1/systemone", json=BODY)
     assert (response.status_code, response.json(), response.headers["retry-after"]) == (
         503, {"detail": "the GPU is out of memory; try again later"}, "1")

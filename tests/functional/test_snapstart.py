@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from laya_serverless import snapstart
 from laya_serverless.http.app import create_app
-from laya_serverless.http.routing import Registry
+from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import QUESTIONS, fake_decider
 
@@ -23,7 +23,7 @@ class _Secrets:
 
 
 def _app(**settings: Any) -> Any:
-    chosen = Settings(default_model="english", **settings)
+    chosen = Settings(**settings)
     deciders = {"english": fake_decider([1.0, 0.0]), "multilingual": fake_decider([0.0, 1.0])}
     return create_app(deciders, chosen, registry=Registry()), chosen
 

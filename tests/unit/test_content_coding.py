@@ -7,8 +7,8 @@ from backports.zstd import compress
 
 from laya_serverless import RequestError
 from laya_serverless.http.content_coding import decode_body
-from laya_serverless.http.limits import MAX_BODY_BYTES
 from laya_serverless.http.statuses import status_of
+from laya_serverless.protocol.limits import MAX_BODY_BYTES
 
 
 def test_identity_and_zstd_round_trip() -> None:

@@ -14,7 +14,7 @@ from laya_serverless.core.abstention import check_min_confidence
 from laya_serverless.core.controls import check_batch_size, check_budget
 from laya_serverless.core.questions import check_question
 from laya_serverless.errors import InvalidRequest, RequestError
-from laya_serverless.http import limits
+from laya_serverless.protocol import limits
 from tests.unit.fakes import FixedSession, config, word_encoder
 
 VALUES: list[Any] = [None, 0, -3, 64, 9000, "5", 2.0, True, [1], {"a": 1}]  # valid budgets fit the fake head

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from laya_serverless.http.detect import STOPWORDS, analyse
+from laya_serverless.protocol.detect import STOPWORDS, analyse
 
 upstream = pytest.importorskip("laya.lang")
 

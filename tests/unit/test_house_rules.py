@@ -93,3 +93,56 @@ def test_the_runtime_package_never_imports_the_build_side() -> None:
                     if node.__class__ is ast.ImportFrom and getattr(node, "level", 0):
                         continue
                     assert imported.split(".")[0] not in BUILD_SIDE, "%s imports %s" % (name, imported)
+
+
+# The runtime's floors, top to bottom (docs/architecture.md). A module imports only from its own floor or
+# lower ones; `http/` and `jobs/` share a floor and never import each other (they meet in `protocol/`).
+# `settings` sits just above `core/`: every floor above receives it, and the protocol's loader takes it.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("entry", ("laya_serverless.handler", "laya_serverless.cli", "laya_serverless.local", "laya_serverless.server",
+               "laya_serverless.snapstart", "laya_serverless.guard", "laya_serverless.powertools",
+               "laya_serverless.events", "laya_serverless.api_key", "laya_serverless.jobs.handler",
+               "laya_serverless.jobs.cli")),
+    ("transport", ("laya_serverless.http", "laya_serverless.jobs")),
+    ("protocol", ("laya_serverless.protocol",)),
+    ("settings", ("laya_serverless.settings",)),
+    ("core", ("laya_serverless.core",)),
+    ("artifact", ("laya_serverless.artifact",)),
+    ("base", ("laya_serverless.errors", "laya_serverless.observe")),
+]
+
+
+def _floor(name: str) -> tuple[int, str]:
+    """(depth, the longest prefix naming `name`'s floor); depth 0 is the top."""
+    best: tuple[int, str] | None = None
+    for depth, (_floor_name, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (depth, prefix)
+    assert best is not None, "%s is on no floor; add it to FLOORS" % name
+    return best
+
+
+def _runtime_edges() -> list[tuple[str, str]]:
+    runtime = {n: p for n, p in MODULES.items() if n.startswith("laya_serverless.")}  # the package face is exempt
+    return [(a, b) for a, path in runtime.items() for b in sorted(_imports(a, path)) if b in runtime]
+
+
+def test_no_runtime_module_imports_a_floor_above_it() -> None:
+    upward = ["%s (%s) -> %s (%s)" % (a, FLOORS[_floor(a)[0]][0], b, FLOORS[_floor(b)[0]][0])
+              for a, b in _runtime_edges() if _floor(b)[0] < _floor(a)[0]]
+    assert upward == []
+
+
+def test_http_and_jobs_never_import_each_other() -> None:
+    def side(name: str) -> str | None:
+        prefix = _floor(name)[1]
+        return prefix.rsplit(".", 1)[-1] if prefix in ("laya_serverless.http", "laya_serverless.jobs") else None
+
+    crossing = ["%s -> %s" % (a, b) for a, b in _runtime_edges() if side(a) and side(b) and side(a) != side(b)]
+    assert crossing == []
+
+
+def test_the_floors_rule_sees_an_upward_arrow() -> None:
+    assert _floor("laya_serverless.core.decider")[0] > _floor("laya_serverless.protocol.loader")[0]
+    assert _floor("laya_serverless.jobs.handler")[1] == "laya_serverless.jobs.handler"  # an entry point in jobs/

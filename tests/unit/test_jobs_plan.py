@@ -10,8 +10,8 @@ import pytest
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.errors import JobError, NotFound, TooLarge
 from laya_serverless.jobs.layout import is_job_id, job_key, shard_key
-from laya_serverless.jobs.plan import MAX_SHARD_STATES, estimated_tokens, head_tokens, shard_bounds
 from laya_serverless.jobs.state import encode, end_status, new_job, read_job, record_shard, update_job
+from laya_serverless.protocol.plan import MAX_SHARD_STATES, estimated_tokens, head_tokens, shard_bounds
 from laya_serverless.settings import Settings
 
 QUESTIONS = {"team": {"type": "choice", "instructions": "Which team should handle this?",
@@ -49,7 +49,7 @@ def test_shards_never_hold_more_than_the_cap() -> None:
 
 
 def test_too_many_shards_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import laya_serverless.jobs.plan as plan
+    import laya_serverless.protocol.plan as plan
 
     monkeypatch.setattr(plan, "MAX_SHARDS", 3)
     with pytest.raises(TooLarge, match="would need 4 shards"):

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from laya_serverless import RequestError
-from laya_serverless.http import limits as ours
-from laya_serverless.http.jev import jev_confidence, strict_projection, with_jev_confidence
+from laya_serverless.core.controls import DEFAULT_MAX_BATCH_TOKENS
 from laya_serverless.http.statuses import status_of
+from laya_serverless.protocol import limits as ours
+from laya_serverless.protocol.jev import jev_confidence, strict_projection, with_jev_confidence
 
 serve = pytest.importorskip("laya.serve")
 
@@ -105,7 +106,7 @@ def test_batch_planning_follows_the_token_budget(monkeypatch: pytest.MonkeyPatch
                                                  max_len: int | None, caller: int | None,
                                                  expected: int | None) -> None:
     monkeypatch.delenv("LAYA_MAX_BATCH_TOKENS", raising=False)
-    planned = ours.planned_batch_size(states, questions, max_len, ours.DEFAULT_MAX_BATCH_TOKENS)
+    planned = ours.planned_batch_size(states, questions, max_len, DEFAULT_MAX_BATCH_TOKENS)
     assert planned == serve._batch_chunk_size(states, questions, max_len)
     assert ours.effective_batch_size(caller, planned) == expected
 

@@ -32,3 +32,12 @@ def test_only_the_503s_ask_to_retry() -> None:
         response = refusal_response(kind("why"))
         assert response.status_code == status and response.body == b'{"detail":"why"}'
         assert ("retry-after" in response.headers) == (status == 503)
+
+
+def test_settings_have_one_source_of_defaults() -> None:
+    from laya_serverless.settings import Settings
+
+    built, read = Settings(), Settings.from_environ({})
+    assert {name: getattr(built, name) for name in built.__dataclass_fields__} == \
+        {name: getattr(read, name) for name in read.__dataclass_fields__}
+    assert built.default_model in built.deployed  # the default model is one that is deployed

@@ -1,6 +1,6 @@
 """Routing decisions and `model` field resolution, differentially against upstream's Router and serve.
 
-Detection (§7.4) is injected; ours (`laya_serverless.http.detect.analyse`) is used here while upstream's
+Detection (§7.4) is injected; ours (`laya_serverless.protocol.detect.analyse`) is used here while upstream's
 Router runs its own, so the whole decision is compared: precedence, names, aliases, `reason` texts.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from laya_serverless import QuestionError, RequestError
-from laya_serverless.http.detect import analyse
-from laya_serverless.http.routing import Registry, english_from_code, match_workflow, resolve_model_field, route
 from laya_serverless.http.statuses import status_of
+from laya_serverless.protocol.detect import analyse
+from laya_serverless.protocol.routing import Registry, english_from_code, match_workflow, resolve_model_field, route
 
 serve = pytest.importorskip("laya.serve")
 router_module = pytest.importorskip("laya.router")

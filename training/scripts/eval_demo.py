@@ -4,7 +4,7 @@ The shipped head trained on train-1..train-4 (sets A-D) and was chosen on dev-1 
 test-1 and test-2 (G, H), written before its result and read once, measure it honestly; `--cases` takes any
 set (or several, pooled).
 
-    python training/scripts/eval_demo.py                  # what the quickstart serves: demo/cpu-int8 from .laya-store
+    python training/scripts/eval_demo.py                  # what the quickstart serves: demo/cpu-fp32 from .laya-store
     python training/scripts/eval_demo.py --artifact DIR   # any built artifact (verified before use)
     python training/scripts/eval_demo.py --checkpoint DIR # upstream laya.Agent (PyTorch FP32) on a checkpoint
     python training/scripts/eval_demo.py --cases training/cases/dev-1.jsonl training/cases/dev-2.jsonl   # pooled
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--artifact", type=Path, help="a built artifact directory")
     source.add_argument("--checkpoint", type=Path, help="a Laya checkpoint, run by upstream laya on PyTorch")
     parser.add_argument("--store", type=Path, default=ROOT / ".laya-store", help="local store (default .laya-store)")
-    parser.add_argument("--target", default="cpu-int8")
+    parser.add_argument("--target", default="cpu-fp32")
     parser.add_argument("--cases", type=Path, nargs="+", default=list(DEFAULT_CASES),
                         help="JSON-lines case files, pooled (default: the test sets test-1 and test-2)")
     parser.add_argument("--json", type=Path, help="also write the summary as JSON here")

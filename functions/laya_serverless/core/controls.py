@@ -2,7 +2,8 @@
 
 One function per rule, so the two layers can never disagree on what is accepted. Where upstream's
 server words a refusal differently from its library, the HTTP layer phrases the same finding in
-its own text (`http/limits.py`); the tests tie each pair.
+its own text (`protocol/limits.py`); the tests tie each pair. The defaults of the budgets these rules
+govern live here too, below `settings`, which defaults to them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import QuestionError
+
+MAX_CHOICE_OPTIONS = 100  # options of one choice question (upstream's cap; the tournament mode lifts it)
+DEFAULT_MAX_TOKEN_BUDGET = 8192  # the largest max_len / head_max_len a request may ask for
+DEFAULT_MAX_BATCH_TOKENS = 131_072  # tokens in one session run: batches split into passes under it
 
 
 def check_budget(name: str, value: Any) -> int | None:

@@ -16,6 +16,7 @@ from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.layout import GRAPH_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
 from ..artifact.store import open_store
+from ..artifact.targets import CPU_INT8
 from ..errors import InferenceError, StateError
 from .abstention import Threshold, apply_abstention, check_min_confidence
 from .controls import check_batch_size, check_budget
@@ -61,7 +62,7 @@ class Decider:
         return cls(session, encoder, config)
 
     @classmethod
-    def from_store(cls, uri: str | Path, checkpoint: str, target: str = "cpu-int8", *,
+    def from_store(cls, uri: str | Path, checkpoint: str, target: str = CPU_INT8, *,
                    cache_dir: str | Path = DEFAULT_CACHE_DIR, threads: int | None = None,
                    s3_client: Any = None) -> Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..artifact import targets
 from ..errors import DeviceUnavailable
 from .session import DecisionSession, OnnxDecisionSession, ProviderSpec
 
@@ -57,7 +58,7 @@ ONNXRUNTIME = Placement()
 
 def device_of_target(target: str) -> str:
     """The device a compute target runs on: `cuda-fp16` and `cuda-fp32` on CUDA, everything else on the CPU."""
-    return CUDA if target.startswith(CUDA + "-") else CPU
+    return CUDA if targets.device_of(target) == CUDA else CPU
 
 
 def providers_for(device: str) -> list[ProviderSpec]:

@@ -1,1 +1,1 @@
-"""The Jev protocol over HTTP: request limits, routing, answer shaping, and the FastAPI app."""
+"""The Jev protocol over HTTP: the FastAPI app, its routes, bodies, admission and statuses (transport only)."""

@@ -1,6 +1,6 @@
 """The app factory: the Jev protocol's routes over the deployed deciders (FastAPI, "bigger applications").
 
-Each decision request runs the protocol's order (§3.2, §4.2): auth, admission, body (size, time,
+Each decision request runs the protocol's order: auth, admission, body (size, time,
 JSON), shape and limits, hook refusal, surrogates, `model`, budgets, language hints,
 `min_confidence`, then routing and inference under the inference lock. Refusals are
 `RequestError`s, answered as `{"detail": ...}` by `statuses`.
@@ -19,15 +19,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.decider import Decider
 from ..errors import RequestError, SettingsError
-from ..jobs.service import JobService
+from ..protocol.deployment import Deployment, Reload, Revisions
+from ..protocol.detect import analyse
+from ..protocol.jobs_port import JobsPort
+from ..protocol.routing import Detector, Registry
 from ..settings import Settings
 from .catalog import router as catalog_router
-from .deployment import Deployment, Reload, Revisions
-from .detect import analyse
 from .job_routes import router as job_router
 from .request_id import RequestIdFilter, RequestIdMiddleware
 from .routes import router
-from .routing import Detector, Registry
 from .sagemaker import router as sagemaker_router
 from .serving import Serving
 from .statuses import handle_framework_error, handle_refusal
@@ -57,7 +57,7 @@ async def _idle_reaper(serve: Serving) -> None:
             _log.info("idle for %.1fs: unloaded the checkpoints", idle)
 
 
-def build_app(serve: Serving, jobs: JobService | None = None) -> FastAPI:
+def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
     """The FastAPI app over one `Serving`. Lambda never runs the lifespan (Mangum's `lifespan="off"`),
     so the idle reaper only runs in a long-lived server, as does a local job engine (`jobs`: the
     `/v1/jobs` routes; their engine opens with the server, resuming unfinished jobs)."""
@@ -102,7 +102,7 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
                unavailable: str | None = None, inline_inference: bool = False,
                reload: Reload | None = None,
                target_fallbacks: Mapping[str, Mapping[str, str]] | None = None,
-               jobs: JobService | None = None) -> FastAPI:
+               jobs: JobsPort | None = None) -> FastAPI:
     """The app over the deployed `deciders`; with `unavailable` (why the artifacts could not be loaded)
     every decision route answers 503 with that detail and `/health` reports `ready: false`.
 

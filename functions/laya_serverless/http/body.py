@@ -1,4 +1,4 @@
-"""Reading a request body as the protocol does (§2.4): size cap, read deadline, content coding, JSON.
+"""Reading a request body: size cap, read deadline, content coding, JSON.
 
 A client that disconnects mid-body is logged in one line (no traceback) and refused with
 `ClientDisconnected`; nobody reads that answer.
@@ -15,8 +15,8 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 
 from ..errors import BodyTimeout, ClientDisconnected, MalformedRequest, TooLarge
+from ..protocol.limits import MAX_BODY_BYTES
 from .content_coding import decode_body
-from .limits import MAX_BODY_BYTES
 
 _log = logging.getLogger("laya_serverless")
 

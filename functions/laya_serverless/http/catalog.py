@@ -13,25 +13,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 
-from ..artifact.manifest import Manifest
-from ..errors import NotReady, Unauthenticated
 from .serving import Serving, serving
 
 router = APIRouter()
 CATALOG_STATE = "model_catalog"
-
-
-def describe(name: str, stored: str, artifact_id: str, manifest: Manifest,
-             today: dt.date | None = None) -> dict[str, str]:
-    """One `/v1/models` entry for a loaded artifact."""
-    created = manifest.raw.get("created")
-    day = created[:10] if isinstance(created, str) and len(created) >= 10 else (today or dt.date.today()).isoformat()
-    revision = manifest.revision
-    return {"name": name,
-            "description": "Laya typed decisions (choice, score, noul): checkpoint %s, target %s, artifact %s%s"
-                           % (stored, manifest.target, artifact_id[:12],
-                              ", revision %s" % revision[:12] if revision else ""),
-            "release_date": day}
 
 
 def entries(names: list[str], catalog: dict[str, dict[str, str]]) -> list[dict[str, str]]:
@@ -44,8 +29,5 @@ def entries(names: list[str], catalog: dict[str, dict[str, str]]) -> list[dict[s
 def list_models(request: Request, serve: Annotated[Serving, Depends(serving)],
                 authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     """The deployed checkpoints a request may pin with `model` (omit it, or send `jev-latest`, to auto-route)."""
-    if not serve.authorized(authorization):
-        raise Unauthenticated("invalid or missing bearer token")
-    if serve.deployment is None:
-        raise NotReady(serve.unavailable or "not ready")
-    return {"models": entries(serve.deployment.names, getattr(request.app.state, CATALOG_STATE, {}))}
+    deployment = serve.ready(authorization)
+    return {"models": entries(deployment.names, getattr(request.app.state, CATALOG_STATE, {}))}

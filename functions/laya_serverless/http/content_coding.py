@@ -13,7 +13,7 @@ except ImportError:
     from backports.zstd import ZstdDecompressor, ZstdError
 
 from ..errors import MalformedRequest, TooLarge, UnsupportedEncoding
-from .limits import MAX_BODY_BYTES
+from ..protocol.limits import MAX_BODY_BYTES
 
 
 def decode_body(raw: bytes, content_encoding: str | None) -> bytes:

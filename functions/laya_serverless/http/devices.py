@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.fallback import device_of, fallbacks_of
-from .deployment import Deployment
+from ..protocol.deployment import Deployment
 
 
 def device_report(deployment: Deployment, preference: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import Unauthenticated
-from ..jobs.service import JobService
+from ..protocol.jobs_port import JobsPort
 from .body import read_json
 from .serving import Serving, serving
 
@@ -23,13 +23,13 @@ Authorization = Annotated[str | None, Header()]
 NDJSON = "application/x-ndjson"
 
 
-def job_service(request: Request) -> JobService:
+def job_service(request: Request) -> JobsPort:
     """The dependency of the jobs routes; `app.dependency_overrides[job_service]` swaps it in tests."""
-    found: JobService = request.app.state.jobs
+    found: JobsPort = request.app.state.jobs
     return found
 
 
-JobsDep = Annotated[JobService, Depends(job_service)]
+JobsDep = Annotated[JobsPort, Depends(job_service)]
 
 
 def _bearer(serve: Serving, authorization: str | None) -> None:

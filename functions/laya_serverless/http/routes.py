@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
-from ..jobs.plan import check_sync_budget
-from . import strict, telemetry
-from .decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
+from ..protocol import strict
+from ..protocol.decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
+from ..protocol.plan import check_sync_budget
+from . import telemetry
 from .devices import device_report, preference_report
 from .serving import Serving, serving
 

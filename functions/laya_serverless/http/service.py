@@ -1,127 +1,27 @@
-"""The served app, assembled from settings: every deployed artifact fetched and verified, then the app.
-
-Runs once per process (Lambda INIT, or `laya-serverless serve`). If an artifact is missing or
-refused, the app still starts: decision routes answer 503 with `Retry-After` and `/health` says
-not ready. Never a traceback to a client, never a silent fallback to another model. An int8
-artifact whose gate never ran on this CPU's int8 kernels is not served: the same checkpoint's
-cpu-fp32 artifact is, and `/health` says so under `target_fallbacks`.
-"""
+"""The served app, assembled from settings (`protocol.loader.assemble_deployment`), then wrapped in the app."""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 
-from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
-from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
-from ..artifact.manifest import Manifest
-from ..artifact.platform import cpu_profile, unproven_here
-from ..artifact.store import ObjectStore, open_store
-from ..core.decider import Decider
-from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
-from ..errors import ArtifactError, DeviceUnavailable
-from ..jobs.service import JobService
+from ..core.providers import ONNXRUNTIME, Placement
+from ..protocol.detect import analyse
+from ..protocol.jobs_port import JobsPort
+from ..protocol.loader import assemble_deployment
 from ..settings import Settings
-from .app import create_app
-from .catalog import CATALOG_STATE, describe
-from .routing import Registry, canonical_name
-
-_log = logging.getLogger("laya_serverless")
-UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
-
-
-FALLBACK_TARGET = "cpu-fp32"
-
-
-@dataclass
-class Loaded:
-    """What a deployment loaded: deciders and revisions by routing name, and where it served another target."""
-
-    deciders: dict[str, Decider] = field(default_factory=dict)
-    revisions: dict[str, str | None] = field(default_factory=dict)
-    fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
-    catalog: dict[str, dict[str, str]] = field(default_factory=dict)  # GET /v1/models entries
-
-
-def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-                    placement: Placement) -> tuple[Decider, Manifest, str]:
-    """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
-    artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
-    refused = unproven_on_this_gpu(manifest, artifact_id, store, here)
-    if refused is not None:
-        raise DeviceUnavailable(refused)
-    decider = Decider.from_artifact(path, threads=settings.threads, verify=False, device=settings.device,
-                                    cpu_retry=cpu_retry_proven(manifest), placement=placement)
-    return decider, manifest, artifact_id
-
-
-def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-              placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
-    if settings.device != CPU:
-        decider, manifest, artifact_id = _load_on_device(store, stored, settings, cache, here, placement)
-        return decider, manifest, None, artifact_id
-    artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
-    refused = unproven_here(manifest, artifact_id, store, here)
-    fallback = None
-    if refused is not None:
-        if settings.target == FALLBACK_TARGET:
-            raise ArtifactError(refused)
-        _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
-        try:
-            artifact_id, path, manifest = fetch_published(store, stored, FALLBACK_TARGET, cache)
-        except ArtifactError as exc:
-            raise ArtifactError("%s; and no %s artifact to serve instead: %s"
-                                % (refused, FALLBACK_TARGET, exc)) from exc
-        fallback = {"served": FALLBACK_TARGET, "reason": refused}
-    decider = Decider.from_artifact(path, threads=settings.threads, verify=False)  # fetch verified every file
-    return decider, manifest, fallback, artifact_id
-
-
-def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Loaded:
-    """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
-    or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
-    require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
-    store = open_store(settings.store, s3_client=s3_client)
-    cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
-    here = cpu_profile() if settings.device == CPU else gpu_profile()
-    loaded = Loaded()
-    for name, stored in settings.deployed.items():
-        key = canonical_name(name)
-        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement)
-        loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
-        loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
-        _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
-        if fallback is not None:
-            loaded.fallbacks[key] = fallback
-    return loaded
+from .app import build_app
+from .catalog import CATALOG_STATE
+from .serving import Serving
 
 
 def build_service(settings: Settings, s3_client: Any = None, inline_inference: bool = False,
-                  placement: Placement = ONNXRUNTIME,
-                  jobs: JobService | None = None) -> FastAPI:
-    try:
-        loaded = load_deciders(settings, s3_client, placement)
-    except ArtifactError as exc:
-        _log.exception("cannot load the deployed artifacts from %s", settings.store)
-        observe.metric(observe.REFUSED_ARTIFACTS)
-        # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
-        return create_app({}, settings, unavailable=str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE,
-                          jobs=jobs)
-    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
-        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
-
-    def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
-        again = load_deciders(settings, s3_client, placement)
-        return again.deciders, again.revisions
-
-    extra = {name: name for name in loaded.deciders if name not in Registry().sources}
-    app = create_app(loaded.deciders, settings, registry=Registry(extra), revisions=loaded.revisions,
-                     inline_inference=inline_inference, reload=reload, target_fallbacks=loaded.fallbacks,
-                     jobs=jobs)
-    setattr(app.state, CATALOG_STATE, loaded.catalog)
+                  placement: Placement = ONNXRUNTIME, jobs: JobsPort | None = None) -> FastAPI:
+    """The app over `settings`' deployment; still an app (503s, `/health` not ready) when it cannot be loaded."""
+    assembled = assemble_deployment(settings, s3_client, placement)
+    serve = Serving(settings, assembled.deployment, assembled.registry, analyse, assembled.unavailable,
+                    inline_inference)
+    app = build_app(serve, jobs)
+    setattr(app.state, CATALOG_STATE, assembled.loaded.catalog)
     return app

@@ -22,12 +22,12 @@ from fastapi import Request
 
 from .. import observe
 from ..errors import NotReady, Overloaded, Unauthenticated
+from ..protocol.deployment import Deployment
+from ..protocol.refusals import refusal_from
+from ..protocol.routing import Detector, Registry
 from ..settings import Settings
 from .admission import BUSY, READERS_PER_SLOT, ReadingGate
 from .body import read_json
-from .deployment import Deployment
-from .routing import Detector, Registry
-from .statuses import refusal_from
 
 T = TypeVar("T")
 # RFC 9110 §5.5: a field value has no leading or trailing whitespace. uvicorn (h11) already drops it,
@@ -73,33 +73,40 @@ class Serving:
     def inferring(self) -> bool:
         return self._inference_lock is not None and self._inference_lock.locked()
 
-    @asynccontextmanager
-    async def admitted(self, authorization: str | None) -> AsyncIterator[Deployment]:
-        """Auth, readiness, then an admission slot held until the response is produced (§2.3)."""
+    def ready(self, authorization: str | None) -> Deployment:
+        """Auth, then readiness: the deployment a request may use (each request checks this once)."""
         if not self.authorized(authorization):
             raise Unauthenticated("invalid or missing bearer token")
         if self.deployment is None:
             raise NotReady(self.unavailable or "not ready")
+        return self.deployment
+
+    @asynccontextmanager
+    async def _slot(self, deployment: Deployment) -> AsyncIterator[Deployment]:
+        """An admission slot held until the response is produced; a full house is refused at once."""
         if self._admission is None:
             self._admission = asyncio.Semaphore(self.settings.max_concurrent)
         if self._admission.locked():
             raise Overloaded(BUSY)
         async with self._admission:
             self.touch()
-            yield self.deployment
+            yield deployment
+
+    @asynccontextmanager
+    async def admitted(self, authorization: str | None) -> AsyncIterator[Deployment]:
+        """Auth, readiness, then an admission slot held until the response is produced."""
+        async with self._slot(self.ready(authorization)) as deployment:
+            yield deployment
 
     @asynccontextmanager
     async def received(self, request: Request, authorization: str | None) -> AsyncIterator[tuple[Deployment, Any]]:
-        """Auth, readiness, the body read under the reading gate, then an admission slot; yields the body's JSON."""
-        if not self.authorized(authorization):
-            raise Unauthenticated("invalid or missing bearer token")
-        if self.deployment is None:
-            raise NotReady(self.unavailable or "not ready")
+        """Auth and readiness, the body read under the reading gate, then an admission slot; yields the body's JSON."""
+        deployment = self.ready(authorization)
         self.touch()
         with self.reading_gate.reading_for(request.client.host if request.client else "-"):
             body = await read_json(request, self.settings.body_read_timeout)
-        async with self.admitted(authorization) as deployment:
-            yield deployment, body
+        async with self._slot(deployment) as admitted:
+            yield admitted, body
 
     async def infer(self, model: Any, work: Callable[[], T]) -> tuple[T, float]:
         """Run `work` under the inference lock; (its result, elapsed ms from lock acquired to worker returned)."""

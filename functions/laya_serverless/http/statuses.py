@@ -1,14 +1,12 @@
 """Where errors become HTTP answers: the status of each refusal, and what an inference failure turns into.
 
-Every non-2xx the app produces is `{"detail": "<text>"}` (protocol §2.1); the 503s carry
+Every non-2xx the app produces is `{"detail": "<text>"}`; the 503s carry
 `Retry-After: 1`. In strict Jev mode a malformed body is a 422 like every other validation
 failure, and bodies take the Jev shapes (`strict.error_body`). Nothing else in the package
 chooses a status code.
 """
 
 from __future__ import annotations
-
-import logging
 
 from fastapi import Request
 from fastapi.exception_handlers import http_exception_handler
@@ -33,9 +31,7 @@ from ..errors import (
     Unauthenticated,
     UnsupportedEncoding,
 )
-from . import strict as strict_shapes
-
-_log = logging.getLogger("laya_serverless")
+from ..protocol import strict as strict_shapes
 
 STATUSES: dict[type[RequestError], int] = {
     MalformedRequest: 400,
@@ -65,18 +61,6 @@ def status_of(error: RequestError, strict: bool = False) -> int:
         if kind in STATUSES:
             return STATUSES[kind]
     return 500
-
-
-def refusal_from(error: Exception, model: object) -> RequestError:
-    """What a failure during inference answers: a caller's `ValueError` is a 422 with its message;
-    anything else is logged with its traceback and answered as a bare 500 (no paths, no weights)."""
-    if isinstance(error, RequestError):
-        return error
-    if isinstance(error, ValueError):
-        return InvalidRequest(str(error))
-    _log.error("inference failed for model=%s", str(model).replace("\n", "\\n").replace("\r", "\\r"),
-               exc_info=error)
-    return InferenceFailed("inference failed")
 
 
 def refusal_response(error: RequestError, strict: bool = False) -> JSONResponse:

@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     from functools import partial
 
     from ..artifact.store import open_store
-    from ..http.routing import Registry, canonical_name
+    from ..protocol.routing import Registry, canonical_name
     from .local import LocalEngine
     from .results import read_spec
     from .runtime import load_worker

@@ -78,3 +78,8 @@ def key_in(store: ObjectStore, name: str, where: str, field: str) -> str:
         raise InvalidRequest("%s %r is outside this deployment's job %s prefix %s; put the file under it"
                              % (field, name, where.rstrip("/").rpartition("/")[2], uri_of(store, where)))
     return key
+
+
+def shard_failure(attempts: int, why: str) -> str:
+    """What a given-up shard's error lines say, on every engine: the tries spent and our own reason."""
+    return "this shard failed %d times: %s" % (attempts, why)

@@ -26,7 +26,7 @@ from functools import partial
 from ..artifact.store import ObjectStore, open_store
 from ..errors import ShardFailed
 from ..settings import Settings
-from .layout import is_job_id
+from .layout import is_job_id, shard_failure
 from .merge import finish
 from .results import read_spec
 from .runtime import load_worker
@@ -52,7 +52,7 @@ def failure_detail(error: BaseException, attempts: int) -> str:
     """What a given-up shard's error lines say: our own refusal text, never a traceback or a path."""
     why = str(error) if isinstance(error, ShardFailed) else (
         "a worker process crashed" if isinstance(error, BrokenProcessPool) else "the worker failed")
-    return "this shard failed %d times: %s" % (attempts, why)
+    return shard_failure(attempts, why)
 
 
 class LocalEngine:

@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 from ..artifact.store import ObjectStore
 from ..errors import Conflict, LayaError, NotReady
-from ..http.routing import Registry
+from ..protocol.plan import estimated_tokens, shard_bounds
+from ..protocol.routing import Registry
 from ..settings import Settings
 from .layout import default_output_key, job_key, manifest_key, new_job_id, shard_key, spec_key
 from .merge import fail
-from .plan import estimated_tokens, shard_bounds
 from .results import iter_results, read_spec
 from .spec import job_request
 from .state import FAILED, TERMINAL, Doc, encode, new_job, public, read_job

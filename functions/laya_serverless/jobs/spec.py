@@ -13,9 +13,9 @@ from typing import Any
 from ..artifact.store import ObjectStore
 from ..core.questions import parse_questions
 from ..errors import InvalidRequest, MalformedRequest, QuestionError, RequestError, TooLarge
-from ..http import limits
-from ..http.decisions import BatchControls, choice_cap, job_controls
-from ..http.routing import Registry, route
+from ..protocol import limits
+from ..protocol.decisions import BatchControls, choice_cap, job_controls
+from ..protocol.routing import Registry, route
 from ..settings import Settings
 from .layout import INPUT_PREFIX, OUTPUT_PREFIX, key_in
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..artifact.store import S3Store, open_store
 from ..errors import JobError, SettingsError
 from ..settings import JOBS_STATE_MACHINE, STORE, Settings
-from .layout import manifest_key, map_results_prefix
+from .layout import manifest_key, map_results_prefix, shard_failure
 from .service import JobService
 
 # The jobs function's task payloads, as the state machine sends them.
@@ -61,7 +61,7 @@ def error_detail(error: Any, attempts: int) -> str:
             pass
     elif name == "States.Timeout":
         why = "the worker ran out of time"
-    return "this shard failed %d times: %s" % (attempts, why)
+    return shard_failure(attempts, why)
 
 
 def stepfunctions_jobs(settings: Settings, s3_client: Any = None, sfn_client: Any = None) -> JobService | None:

@@ -17,11 +17,10 @@ from typing import Any
 
 from ..artifact.store import ObjectStore
 from ..errors import InferenceFailed, JobError, ShardFailed
-from ..http import limits
-from ..http.decisions import BatchControls, answer_batch, job_controls, shaped
-from ..http.deployment import Deployment
-from ..http.routing import Detector, Registry
-from ..http.statuses import refusal_from
+from ..protocol.decisions import BatchControls, answer_batch, job_controls, pass_size, shaped
+from ..protocol.deployment import Deployment
+from ..protocol.refusals import refusal_from
+from ..protocol.routing import Detector, Registry
 from ..settings import Settings
 from .layout import result_key, shard_key
 from .results import (
@@ -108,10 +107,8 @@ class Worker:
             raise ShardFailed(self.unavailable or "the model artifacts are not available")
         questions, controls = spec["questions"], spec["controls"]
         resolved = job_controls({"questions": questions, **controls}, self.registry, self.settings)
-        planned = limits.planned_batch_size(len(states), len(questions), controls.get("max_len"),
-                                            self.settings.max_batch_tokens)
-        batch = BatchControls(resolved.controls, limits.effective_batch_size(resolved.batch_size, planned),
-                              resolved.sort_by_length)
+        size = pass_size(resolved.batch_size, len(states), len(questions), controls.get("max_len"), self.settings)
+        batch = BatchControls(resolved.controls, size, resolved.sort_by_length)
         body = {"states": states, "questions": questions, **controls}
         results = answer_batch(self.deployment, self.detect, self.settings, body, batch)
         return [shaped(r, self.settings.jev_strict) for r in results]

@@ -21,7 +21,7 @@ Reload = Callable[[], tuple[Mapping[str, Decider], Revisions]]
 
 @dataclass(frozen=True)
 class Controls:
-    """A request's resolved per-request controls (protocol §3.1), shared by both decision routes."""
+    """A request's resolved per-request controls, shared by both decision routes."""
 
     model: str | None = None
     task: Any = None

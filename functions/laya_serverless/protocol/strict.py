@@ -53,7 +53,7 @@ ERROR_TYPES: dict[type[RequestError], str] = {
     NotReady: "service_unavailable",
     InferenceFailed: "internal_error",
 }
-# Option markers per choice that fit `max_len` at the per-option floor of 4 tokens (protocol §6.4):
+# Option markers per choice that fit `max_len` at the per-option floor of 4 tokens:
 # the last marker sits at most at 2 + 8 + 4·(n-1), and must sit below max_len.
 _MARKER_FLOOR, _HEAD_BEFORE_SLOTS = 4, 10
 _FIELDS = ("max_len", "head_max_len", "lang_guess", "lang", "min_confidence", "batch_size", "sort_by_length",

@@ -1,4 +1,4 @@
-"""Tournament mode (protocol §10, `LAYA_TOURNAMENT_GROUP`): a choice with more options than the group
+"""Tournament mode (`LAYA_TOURNAMENT_GROUP`): a choice with more options than the group
 size is narrowed by elimination before the final answer.
 
 Each round splits every large choice's labels, in criteria order, into near-equal groups of at

@@ -1,8 +1,8 @@
-"""Which checkpoint answers a request, and why (protocol §3.7, §5.8, §7.1-§7.3).
+"""Which checkpoint answers a request, and why.
 
 Precedence: explicit `model` > explicit `task` > typed-decisions workflow (opt-in) > `lang` >
 `lang_guess` > detection on the state > the default. Detection is injected (`detect(state)`
-returns the §7.4 analysis), so the decision and its `reason` text are one tested function.
+returns its analysis), so the decision and its `reason` text are one tested function.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Request checks of the Jev protocol that run before any inference (protocol §3.2-§3.4, §4.2-§4.3).
+"""Request checks of the Jev protocol that run before any inference.
 
 Pure functions over the decoded JSON body. Each refusal is a `RequestError` of the kind that fits,
 carrying the exact `detail` text upstream `laya-serve` answers with; `statuses` maps kinds to
@@ -12,19 +12,21 @@ import re
 from typing import Any
 
 from ..core.abstention import Threshold, check_min_confidence
-from ..core.controls import check_batch_size, check_budget, null_score_level
+from ..core.controls import MAX_CHOICE_OPTIONS as MAX_CHOICE_OPTIONS  # the protocol's limit, defined below settings
+from ..core.controls import (
+    check_batch_size,
+    check_budget,
+    null_score_level,
+)
 from ..errors import InvalidRequest, MalformedRequest, QuestionError, TooLarge
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_QUESTIONS = 64
 MAX_STATE_CHARS = 50_000
 MAX_BATCH_STATES = 64
-MAX_CHOICE_OPTIONS = 100
 MAX_TOURNAMENT_CHOICE_OPTIONS = 255
 MAX_SCORE_LEVELS = 32
 MAX_TOTAL_OPTIONS = 512
-DEFAULT_MAX_TOKEN_BUDGET = 8192
-DEFAULT_MAX_BATCH_TOKENS = 131_072
 ASSUMED_ROW_TOKENS = 512  # batch planning's row width when the request sends no max_len
 HOOK_FIELDS = ("hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout")
 OUT_PARAMETERS = ("diagnostics",)
@@ -69,7 +71,7 @@ def state_length(state: Any) -> int:
 
 
 def check_request_limits(state: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
-    """§3.2 steps 7a-7f: presence, shape and size, before anything is tokenized."""
+    """The first body checks: presence, shape and size, before anything is tokenized."""
     if state is None:
         raise MalformedRequest("'state' is required")
     if not isinstance(questions, dict):

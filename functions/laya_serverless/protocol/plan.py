@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import TooLarge
-from ..http import limits
 from ..settings import Settings
+from . import limits
 
 CHARS_PER_TOKEN = 4  # English subword tokenizers average about four characters a token
 ROW_OVERHEAD_TOKENS = 4  # [CLS], the type word and "question:", [SEP]s

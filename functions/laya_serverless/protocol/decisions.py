@@ -1,4 +1,4 @@
-"""The two decision routes' work, apart from HTTP: check a body (§3.2, §4.2), then answer it.
+"""The two decision routes' work, apart from HTTP: check a body, then answer it.
 
 `*_controls` run the protocol's checks in its order after the body was decoded; `answer_*` run on
 the inference worker: routing, the decider, tournament narrowing, the `routing` block.
@@ -42,7 +42,8 @@ def tournament_group(deployment: Deployment, settings: Settings, controls: Contr
 
 
 def _controls(body: dict[str, Any], registry: Registry, settings: Settings) -> Controls:
-    """Steps 9-13 of §3.2, shared by both routes (after their shape, limit and hook checks)."""
+    """The controls' checks (model, budgets, language hints, min_confidence), shared by both routes
+    (after their shape, limit and hook checks)."""
     if limits.has_lone_surrogate(body):
         raise MalformedRequest(_SURROGATE_DETAIL)
     return Controls(
@@ -73,9 +74,15 @@ def batch_controls(body: Any, registry: Registry, settings: Settings) -> BatchCo
     controls = _controls(body, registry, settings)
     caller = limits.batch_size_param(body)
     sort_by_length = bool(limits.sort_by_length_param(body))
-    planned = limits.planned_batch_size(len(body["states"]), len(body["questions"]), body.get("max_len"),
-                                        settings.max_batch_tokens)
-    return BatchControls(controls, limits.effective_batch_size(caller, planned), sort_by_length)
+    size = pass_size(caller, len(body["states"]), len(body["questions"]), body.get("max_len"), settings)
+    return BatchControls(controls, size, sort_by_length)
+
+
+def pass_size(caller: int | None, n_states: int, n_questions: int, max_len: Any, settings: Settings) -> int | None:
+    """States per session run, for `/batch` and each job shard alike: the caller's `batch_size`, capped by the
+    plan that keeps one pass under `settings.max_batch_tokens`."""
+    planned = limits.planned_batch_size(n_states, n_questions, max_len, settings.max_batch_tokens)
+    return limits.effective_batch_size(caller, planned)
 
 
 def job_controls(body: dict[str, Any], registry: Registry, settings: Settings) -> BatchControls:

@@ -1,4 +1,4 @@
-"""Shaping answers for Jev clients: `x_jev_confidence` (full mode) and the strict projection (§5.5, §5.10).
+"""Shaping answers for Jev clients: `x_jev_confidence` (full mode) and the strict projection.
 
 Both work on finished results and never recompute a value the decider produced.
 """

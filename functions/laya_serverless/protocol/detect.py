@@ -1,4 +1,4 @@
-"""Script and language detection for routing (protocol §7.4): can the English checkpoint read this state?
+"""Script and language detection for routing: can the English checkpoint read this state?
 
 A dependency-free heuristic that must decide exactly as upstream laya's `analyse` does, since its
 result is echoed in `routing.detection`. The word lists and Unicode tables are upstream's data
@@ -294,7 +294,7 @@ def _foreign_leaf(leaf: str) -> dict[str, Any] | None:
 
 
 def analyse(state: Any) -> dict[str, Any]:
-    """The §7.4 detection object for a state (string, bytes, mapping, list, number, bool or None)."""
+    """The detection object for a state (string, bytes, mapping, list, number, bool or None)."""
     result = _analyse_text(state_text(state))
     if result["script"] == "latin" and result["is_english"]:
         leaves = _leaves(state)

@@ -1,0 +1,21 @@
+"""The compute targets an artifact is built, gated and served for: `<device>-<precision>`.
+
+One name per configuration family the gate knows (`cpu-int8`, `cpu-fp32`, `cuda-fp16`, `cuda-fp32`);
+the build side, the runtime and the CDK app all name targets through this module.
+"""
+
+from __future__ import annotations
+
+CPU_INT8, CPU_FP32 = "cpu-int8", "cpu-fp32"
+CUDA_FP16, CUDA_FP32 = "cuda-fp16", "cuda-fp32"
+CPU_TARGETS = (CPU_INT8, CPU_FP32)
+CUDA_TARGETS = (CUDA_FP16, CUDA_FP32)
+TARGETS = CPU_TARGETS + CUDA_TARGETS
+# What a deployment serves when its int8 artifact was never gated on this CPU's int8 kernels.
+FALLBACK_TARGET = CPU_FP32
+DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET = CPU_INT8, CUDA_FP16
+
+
+def device_of(target: str) -> str:
+    """`cuda` for the cuda-* targets, `cpu` for everything else."""
+    return "cuda" if target.startswith("cuda-") else "cpu"

@@ -1,0 +1,28 @@
+"""What the transport asks of a batch-job service (`jobs.service.JobService` is the one built here).
+
+`http/` and `jobs/` never import each other: the app's `/v1/jobs` routes are typed against this port,
+and the entry points (`cli`, `handler`) hand the app a `JobService`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from .routing import Registry
+
+JobDoc = dict[str, Any]
+
+
+class JobsPort(Protocol):
+    def submit(self, body: Any, registry: Registry, deployed: Sequence[str],
+               job_id: str | None = None) -> JobDoc:
+        """Validate and store a job, start it, and answer its public document (202)."""
+
+    def status(self, job_id: str) -> JobDoc: ...
+
+    def results(self, job_id: str) -> Iterator[bytes]: ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...

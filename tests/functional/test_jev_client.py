@@ -19,6 +19,11 @@ pytestmark = pytest.mark.slow
 typesafe = pytest.importorskip("typesafe_sdk")
 
 
+def multilingual_settings(**values: Any) -> Settings:
+    """Settings of a deployment whose default checkpoint is `multilingual` (the one these tests deploy)."""
+    return Settings(default_model="multilingual", **values)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -43,7 +48,8 @@ def _serve(app: Any) -> Iterator[str]:
 
 @pytest.fixture(params=[False, True], ids=["full", "strict"])
 def base_url(request: pytest.FixtureRequest, tiny_fp32: Path) -> Iterator[str]:
-    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, Settings(jev_strict=request.param))
+    app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)},
+                     multilingual_settings(jev_strict=request.param))
     yield from _serve(app)
 
 
@@ -82,7 +88,7 @@ def test_the_official_client_lists_models_and_reads_request_ids(base_url: str) -
 def test_jevcompat_strict_mode_is_conformant(tiny_fp32: Path, confidence: str, should: int) -> None:
     """jevcompat 0.1.1 (a test dependency), as docs/operations.md reports it."""
     from jevcompat import runner
-    settings = Settings(jev_strict=True, jev_confidence=confidence, api_key="k3y")
+    settings = multilingual_settings(jev_strict=True, jev_confidence=confidence, api_key="k3y")
     app = create_app({"multilingual": Decider.from_artifact(tiny_fp32)}, settings)
     for url in _serve(app):
         summary = runner.run(url, key="k3y").summary()

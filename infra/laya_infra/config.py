@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_serverless import settings as env
+
 from . import constants as c
 
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
@@ -16,13 +18,20 @@ _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
 KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
-        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "asset_dir",
+        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
         "token_rate", "deploy_gate", "deploy_gate_strict")
 
 
 class ConfigError(ValueError):
     """A context value cannot be used; the message names the `-c` flag to fix."""
+
+
+def _choice(raw: object, key: str, choices: tuple[str, ...]) -> str:
+    if str(raw) not in choices:
+        raise ConfigError("context %r must be one of %s, got %r (use %s)" % (key, ", ".join(choices), raw,
+                                                                         _flag(key, choices[-1])))
+    return str(raw)
 
 
 def _flag(key: str, example: str) -> str:
@@ -69,6 +78,7 @@ class DeployConfig:
     init_alarm_ms: int = c.DEFAULT_INIT_ALARM_MS
     alarm_email: str | None = None
     jev_strict: bool = False
+    jev_confidence: str = "laya"  # strict mode's confidence: Laya's, or Jev's formula (jevcompat 14/14)
     asset_dir: Path = c.DEFAULT_ASSET_DIR
     snapstart: bool = True                        # SnapStart on the API function's published versions
     provisioned_concurrency: int | None = None    # the alternative: instances kept initialized (no SnapStart)
@@ -171,6 +181,8 @@ class DeployConfig:
             values["alarm_email"] = str(raw["alarm_email"])
         if raw["jev_strict"] is not None:
             values["jev_strict"] = _bool(raw["jev_strict"], "jev_strict")
+        if raw["jev_confidence"] is not None:
+            values["jev_confidence"] = _choice(raw["jev_confidence"], "jev_confidence", env.JEV_CONFIDENCES)
         if raw["asset_dir"]:
             values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
         values.update(_warm_start(raw))

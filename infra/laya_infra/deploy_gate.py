@@ -25,12 +25,12 @@ from constructs import Construct
 from .config import DeployConfig
 from .functions import _ARCH, _RUNTIME, _log_group, _role
 from .operations import DeadLetters
-from .storage import ArtifactBucket
+from .storage import GATES, ArtifactBucket
 from .suppressions import RUNTIME, XRAY, acknowledge
 
 GATE_HANDLER = "laya_artifacts.regate.handler"
 GATE_TIMEOUT = Duration.minutes(15)  # Lambda's limit; the Provider framework waits as long
-GATES_PREFIX, GOLDENS_PREFIX = "gates/", "goldens/"
+GOLDENS_PREFIX = "goldens/"
 
 
 def is_int8_target(target: str) -> bool:
@@ -50,19 +50,24 @@ class DeployGate(Construct):
             logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,
             description="laya-serverless deploy gate: replays the gate corpus on this CPU before int8 serves")
         prefix = config.artifact_prefix
+        reads = artifacts.read_statements()
+        findings = artifacts.read_findings()
+        gates = artifacts.prefix_finding(GATES, "gate records are named by artifact id and CPU class")
+        if gates not in findings:  # an int8 target's read grant has these already; the gate always needs them
+            reads.append(artifacts.list_statement(GATES))
+            findings.append(gates)
         for statement in (
-            *artifacts.read_statements(),
+            *reads,
             iam.PolicyStatement(actions=["s3:GetObject"],
                                 resources=[artifacts.bucket.arn_for_objects("%s/%s*" % (prefix, GOLDENS_PREFIX))]),
             # create-only records are written with If-None-Match; reading one says it is already there
             iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"],
-                                resources=[artifacts.bucket.arn_for_objects("%s/%s*" % (prefix, GATES_PREFIX))]),
+                                resources=[artifacts.bucket.arn_for_objects("%s/%s*" % (prefix, GATES))]),
         ):
             role.add_to_policy(statement)
         acknowledge(self.function, RUNTIME)
-        acknowledge(role, artifacts.artifact_objects_finding(),
+        acknowledge(role, *findings,
                     artifacts.prefix_finding(GOLDENS_PREFIX, "goldens are content-addressed: known after publishing"),
-                    artifacts.prefix_finding(GATES_PREFIX, "gate records are named by artifact id and CPU class"),
                     XRAY)
         provider = cr.Provider(self, "Provider", on_event_handler=self.function)
         # Both are invoked synchronously (CloudFormation -> framework -> gate); async failures would still land

@@ -47,6 +47,7 @@ def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret |
         env.CACHE_DIR: c.LAMBDA_CACHE_DIR,
         env.THREADS: str(config.threads),
         env.JEV_STRICT: "1" if config.jev_strict else "0",
+        env.JEV_CONFIDENCE: config.jev_confidence,
         # REST API events carry the resource path (prefix included, stage not): Mangum strips the
         # prefix; the public URL adds the stage, which is what the docs' links must start with.
         env.API_BASE_PATH: config.prefix or "/",
@@ -98,7 +99,7 @@ class ApiFunction(Construct):
         for statement in artifacts.read_statements():
             role.add_to_policy(statement)
         acknowledge(self.function, RUNTIME)
-        acknowledge(role, artifacts.artifact_objects_finding(), XRAY)
+        acknowledge(role, *artifacts.read_findings(), XRAY)
         if secret is not None:
             secret.grant_read(role)
 

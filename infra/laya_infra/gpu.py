@@ -38,6 +38,8 @@ def gpu_environment(config: DeployConfig, gpu: GpuConfig, store_uri: str) -> dic
         env.DEPLOYED: config.deployed,
         env.CACHE_DIR: c.GPU_CACHE_DIR,
         env.JEV_STRICT: "1" if config.jev_strict else "0",
+        env.JEV_CONFIDENCE: config.jev_confidence,
+        env.JOBS_WORKERS: "0",  # the endpoint answers decisions only: no local jobs engine listing jobs/ at start
     }
 
 
@@ -78,7 +80,7 @@ class GpuEndpoint(Construct):
         role.add_to_policy(iam.PolicyStatement(
             actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
             resources=[logs, logs + ":log-stream:*"]))
-        acknowledge(role, artifacts.artifact_objects_finding(), ECR_TOKEN,
+        acknowledge(role, *artifacts.read_findings(gpu.target), ECR_TOKEN,
                     ("AwsSolutions-IAM5[Resource::%s]" % _nag_logs(), GPU_LOGS),
                     ("AwsSolutions-IAM5[Resource::%s:log-stream:*]" % _nag_logs(), GPU_LOGS))
         return role

@@ -161,7 +161,7 @@ class JobsEngine(Construct):
         for statement in [*artifacts.read_statements(), *self.job_statements(), self._start_statement()]:
             role.add_to_policy(statement)
         acknowledge(function, RUNTIME)
-        acknowledge(role, artifacts.artifact_objects_finding(), self.jobs_objects_finding(), XRAY)
+        acknowledge(role, *artifacts.read_findings(), self.jobs_objects_finding(), XRAY)
         return function
 
     def job_statements(self) -> list[iam.PolicyStatement]:

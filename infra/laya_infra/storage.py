@@ -11,6 +11,9 @@ from constructs import Construct
 from .config import DeployConfig
 from .suppressions import API_KEY_ROTATION, ARTIFACT_OBJECTS, acknowledge, prefix_rule
 
+# Where gate records live (`artifact/platform.py`: gates/<artifact id>/<int8 kernels>.json).
+GATES = "gates/"
+
 
 class ArtifactBucket(Construct):
     """The artifact store: a new private bucket (encrypted, versioned, TLS only, access-logged) or an
@@ -51,6 +54,15 @@ class ArtifactBucket(Construct):
         """The cdk-nag finding the artifacts/ prefix grant raises, as cdk-nag spells the resource."""
         return self.prefix_finding("artifacts/", ARTIFACT_OBJECTS)
 
+    def read_findings(self, target: str | None = None) -> list[tuple[str, str]]:
+        """The cdk-nag findings `read_statements(target)` raises, acknowledged."""
+        from laya_serverless.artifact.targets import CPU_INT8
+
+        findings = [self.artifact_objects_finding()]
+        if (target or self.config.target) == CPU_INT8:
+            findings.append(self.prefix_finding(GATES, "gate records are named by artifact id and CPU class"))
+        return findings
+
     def prefix_finding(self, key_prefix: str, reason: str) -> tuple[str, str]:
         """The cdk-nag finding a grant on `<artifact prefix>/<key_prefix>*` raises, acknowledged with `reason`."""
         prefix = "%s/%s*" % (self.config.artifact_prefix, key_prefix)
@@ -62,19 +74,35 @@ class ArtifactBucket(Construct):
         return prefix_rule("<%s.Arn>/%s" % (logical_id, prefix), reason)
 
     def read_statements(self, target: str | None = None) -> list[iam.PolicyStatement]:
-        """GetObject on each deployed checkpoint's pointer (for `target`, default the API's) and on the
-        immutable artifact objects; nothing else."""
+        """What a serving function reads, and nothing else: each deployed checkpoint's pointer for `target`
+        (default the API's) and, for a CPU target, for its FP32 fallback; the immutable artifact objects;
+        and for int8, the gate records, with ListBucket on their prefix alone (without it S3 answers a
+        missing record 403, not 404, and an unproven artifact would be refused instead of falling back)."""
         from laya_serverless.artifact.store import pointer_key
+        from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET, device_of
 
+        target = target or self.config.target
+        served = [target] + ([FALLBACK_TARGET] if device_of(target) == "cpu" and target != FALLBACK_TARGET else [])
         prefix = self.config.artifact_prefix
-        pointers = [self.bucket.arn_for_objects("%s/%s" % (prefix, pointer_key(name, target or self.config.target)))
-                    for name in self.config.checkpoints]
-        return [
+        pointers = [self.bucket.arn_for_objects("%s/%s" % (prefix, pointer_key(name, each)))
+                    for name in self.config.checkpoints for each in served]
+        statements = [
             iam.PolicyStatement(actions=["s3:GetObject"], resources=pointers),
             # Content-addressed: artifact ids are only known after publishing, hence the prefix.
             iam.PolicyStatement(actions=["s3:GetObject"],
                                 resources=[self.bucket.arn_for_objects("%s/artifacts/*" % prefix)]),
         ]
+        if target == CPU_INT8:
+            statements += [iam.PolicyStatement(actions=["s3:GetObject"],
+                                               resources=[self.bucket.arn_for_objects("%s/%s*" % (prefix, GATES))]),
+                           self.list_statement(GATES)]
+        return statements
+
+    def list_statement(self, key_prefix: str) -> iam.PolicyStatement:
+        """ListBucket for keys under `<artifact prefix>/<key_prefix>` only, so an absent key there reads as 404."""
+        return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn],
+                                   conditions={"StringLike": {"s3:prefix": ["%s/%s*" % (self.config.artifact_prefix,
+                                                                                         key_prefix)]}})
 
 
 class ApiKeySecret(Construct):

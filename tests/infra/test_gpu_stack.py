@@ -143,3 +143,16 @@ def test_cfn_lint_finds_nothing_but_w3005_in_the_gpu_template(synth: Any) -> Non
     result = subprocess.run([str(cfn_lint), "--ignore-checks", "W3005", "--", str(template)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_container_starts_without_a_jobs_engine(synth: Any) -> None:
+    # `laya-serverless serve` (the image's CMD) builds a local jobs engine from the environment, and that engine
+    # lists jobs/ at start, which the endpoint's role may not: from the synthesized environment it builds none.
+    from laya_serverless.jobs.local import local_jobs
+    from laya_serverless.settings import Settings
+
+    _, raw, _ = synth(**GPU)
+    _, model = one(raw, "AWS::SageMaker::Model")
+    variables = {k: v for k, v in model["PrimaryContainer"]["Environment"].items() if isinstance(v, str)}
+    variables[env.STORE] = "s3://bucket/laya-artifacts"  # a Join of the bucket's name in the template
+    assert local_jobs(Settings.from_environ(variables)) is None

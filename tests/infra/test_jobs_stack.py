@@ -109,7 +109,8 @@ def test_each_role_touches_only_its_prefixes_its_machine_and_its_queue(stack: di
     worker = role_statements(stack, props["Role"]["Fn::GetAtt"][0])
     for resource in _s3_resources(worker):
         assert any(part in resource for part in ('/laya-artifacts/jobs/*"', '/laya-artifacts/artifacts/*"',
-                                                 "/laya-artifacts/pointers/")) or '"Arn"]}' in resource[-10:], resource
+                                                 '/laya-artifacts/gates/*"', "/laya-artifacts/pointers/")) \
+            or '"Arn"]}' in resource[-10:], resource
     assert not any(r.endswith('"Arn"]}, "/*"]]}') for r in _s3_resources(worker))  # never the whole bucket
     starts = [s for s in worker if s["Action"] == "states:StartExecution"]
     assert starts and all(s["Resource"]["Fn::Join"][1][-1] == ":stateMachine:LayaServerless-jobs" for s in starts)

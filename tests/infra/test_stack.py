@@ -157,15 +157,18 @@ def test_api_role_is_least_privilege(synth):
         for resource in as_list(statement["Resource"]):
             assert resource != "*"
     s3 = [json.dumps(r) for s in statements if s["Action"] == "s3:GetObject" for r in as_list(s["Resource"])]
-    assert any("/laya-artifacts/pointers/demo/cpu-int8.json" in r for r in s3)
-    assert any("/laya-artifacts/pointers/legal-v2/cpu-int8.json" in r for r in s3)
+    for checkpoint in ("demo", "legal-v2"):  # its target's pointer, and its FP32 fallback's
+        for target in ("cpu-int8", "cpu-fp32"):
+            assert any("/laya-artifacts/pointers/%s/%s.json" % (checkpoint, target) in r for r in s3)
     wildcards = [r for r in s3 if "*" in r]
-    assert wildcards and all("/laya-artifacts/artifacts/*" in r for r in wildcards)
+    assert wildcards and all(("/laya-artifacts/artifacts/*" in r or "/laya-artifacts/gates/*" in r) for r in wildcards)
     writes = [json.dumps(r) for s in statements if "s3:PutObject" in as_list(s["Action"])
               for r in as_list(s["Resource"])]
     assert writes and all(r.endswith('"/laya-artifacts/jobs/*"]]}') for r in writes), writes
-    [listing] = [s for s in statements if s["Action"] == "s3:ListBucket"]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["laya-artifacts/jobs/*"]}}
+    listings = [s["Condition"] for s in statements if s["Action"] == "s3:ListBucket"]
+    # jobs/ for the job routes; gates/ so that an absent gate record reads as 404 (S3 answers 403 without it)
+    wanted = [{"StringLike": {"s3:prefix": [p]}} for p in ("laya-artifacts/jobs/*", "laya-artifacts/gates/*")]
+    assert sorted(json.dumps(c) for c in listings) == sorted(json.dumps(c) for c in wanted)
     secret_reads = [s for s in statements if "secretsmanager:GetSecretValue" in as_list(s["Action"])]
     assert secret_reads and all("Ref" in s["Resource"] for s in secret_reads)
     logs = [s for s in statements if "logs:PutLogEvents" in as_list(s["Action"])]
@@ -294,3 +297,11 @@ def test_missing_lambda_package_says_how_to_build_it(tmp_path):
 
     with pytest.raises(ConfigError, match=r"layers/build_layer.py --arch x86_64"):
         DeployConfig.from_context({"asset_dir": str(tmp_path)}.get)
+
+
+def test_jev_confidence_is_a_flag_of_the_stack(synth):
+    _, raw, _ = synth(jev_confidence="jev")
+    assert api_function(raw)["Environment"]["Variables"]["LAYA_JEV_CONFIDENCE"] == "jev"
+    assert api_function(synth()[1])["Environment"]["Variables"]["LAYA_JEV_CONFIDENCE"] == "laya"
+    with pytest.raises(Exception, match="jev_confidence.*must be one of laya, jev.*-c jev_confidence=jev"):
+        synth(jev_confidence="strictest")

@@ -18,7 +18,6 @@ The confirmation split is never read here; `build.py` checks it once, on the cho
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_serverless import Decider
+from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 
 from .parity import SplitReport, gate_rows, row_split
 from .quantize import (
@@ -91,10 +91,8 @@ def prepare_artifact(graph: Path, raw: Path, out_dir: Path) -> Path:
     """`graph` optimized offline into `out_dir`, beside the export's tokenizer and decode config."""
     out_dir.mkdir(parents=True, exist_ok=True)
     optimize_offline(graph, out_dir / "model.onnx")
-    shutil.copy(raw / "tokenizer.json", out_dir / "tokenizer.json")
-    decode = json.loads((raw / "decode_config.json").read_text())
-    decode["optimized_offline"] = True
-    (out_dir / "decode_config.json").write_text(json.dumps(decode, indent=2) + "\n", encoding="utf-8")
+    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+    copy_decode_config(raw, out_dir, optimized_offline=True)
     return out_dir
 
 

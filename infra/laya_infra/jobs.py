@@ -3,8 +3,8 @@ state machine running a Distributed Map over each job's shard manifest in S3, an
 queue with an alarm on its depth. Why Step Functions rather than SQS + an event source mapping is
 written down in docs/jobs.md.
 
-    Shards (Map, DISTRIBUTED; items read from jobs/<id>/manifest.json, batched; Standard children)
-      Answer    the jobs function on a batch of shards; retried with backoff
+    Shards (Map, DISTRIBUTED; items read from jobs/<id>/manifest.json, one shard a child; Standard children)
+      Answer    the jobs function on one shard; retried with backoff
       catch ->  DeadLetter (the batch and its error to the DLQ) -> GiveUp (error lines, so the job ends)
     Finish      the jobs function merges the results and ends the job, even when the map itself failed
 """
@@ -61,7 +61,7 @@ def _invoke(payload: dict[str, Any], **state: Any) -> dict[str, Any]:
 
 def definition(config: DeployConfig) -> dict[str, Any]:
     """The state machine, in Amazon States Language; `${...}` are CDK definition substitutions."""
-    batch = {task.JOB + ".$": "$.BatchInput.job", task.ITEMS + ".$": "$.Items"}
+    batch = {task.JOB + ".$": "$." + task.JOB, task.ITEMS + ".$": "$." + task.ITEMS}
     answer = _invoke({task.ACTION: task.ANSWER, **batch}, End=True,
                      Catch=[{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "DeadLetter"}])
     answer["Retry"].append(_retry(["States.ALL"], c.JOBS_TASK_RETRIES))  # our ShardFailed, timeouts: backoff
@@ -86,10 +86,14 @@ def definition(config: DeployConfig) -> dict[str, Any]:
                 "Type": "Map",
                 "ItemReader": {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSON"},
                                "Parameters": {"Bucket": "${Bucket}", "Key.$": "$." + task.MANIFEST}},
-                "ItemBatcher": {"MaxItemsPerBatch": c.JOBS_SHARDS_PER_BATCH,
-                                "BatchInput": {task.JOB + ".$": "$." + task.JOB}},
+                # One shard a child, no ItemBatcher: shards are planned at the worker's whole budget already, so
+                # batching would only make them smaller (and no interpreter we can test with parses it). The
+                # item is wrapped as a one-shard batch, the jobs function's task shape.
+                "ItemSelector": {task.JOB + ".$": "$." + task.JOB,
+                                 task.ITEMS + ".$": "States.Array($$.Map.Item.Value)"},
                 "MaxConcurrency": config.jobs_concurrency,
-                "ToleratedFailurePercentage": 100,  # a failed batch is given up as error lines; the job goes on
+                # A failed shard is given up as error lines; the job goes on. A float: the API's type.
+                "ToleratedFailurePercentage": 100.0,
                 "ItemProcessor": processor,
                 "ResultWriter": {"Resource": "arn:aws:states:::s3:putObject",
                                  "Parameters": {"Bucket": "${Bucket}", "Prefix.$": "$." + task.MAP_RESULTS}},
@@ -113,9 +117,9 @@ def jobs_environment(config: DeployConfig, artifacts: ArtifactBucket, state_mach
 
 
 def shard_sizing(config: DeployConfig) -> dict[str, str]:
-    """A shard is planned at a share of the worker's timeout, split over the shards of one item batch, at the
-    worker's measured speed; the API function splits jobs with the same numbers."""
-    budget = config.jobs_timeout_s * c.JOBS_BUDGET_SHARE / c.JOBS_SHARDS_PER_BATCH
+    """A shard is planned at a share of the worker's timeout (one shard an invocation), at the worker's
+    measured speed; the API function splits jobs with the same numbers."""
+    budget = config.jobs_timeout_s * c.JOBS_BUDGET_SHARE
     return {env.JOBS_TIME_BUDGET: "%g" % budget,
             env.JOBS_TOKEN_RATE: str(config.token_rate * config.jobs_threads)}
 

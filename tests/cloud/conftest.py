@@ -26,47 +26,63 @@ from botocore.exceptions import ClientError
 
 from ..infra.conftest import asset_dir, synth  # noqa: F401  (the synthesized template, once per module)
 
-REGION = "us-east-1"
+REGION, ACCOUNT = "us-east-1", "123456789012"
 BUCKET = "laya-cloud-tier"
 
 
-def resolve(value: Any, bucket_ids: set[str]) -> Any:
-    """A template value with the stack's bucket (any of `bucket_ids`) resolved to `BUCKET`."""
+def resolve(value: Any, bucket_ids: set[str], known: dict[str, str] | None = None) -> Any:
+    """A template value with the stack's bucket (any of `bucket_ids`) resolved to `BUCKET`, and the
+    `Ref`/`Fn::GetAtt` of each logical id in `known` to its value there (`"Id"` or `"Id.Attribute"`)."""
+    known = known or {}
     if isinstance(value, list):
-        return [resolve(v, bucket_ids) for v in value]
+        return [resolve(v, bucket_ids, known) for v in value]
     if not isinstance(value, dict):
         return value
     if set(value) == {"Fn::Join"}:
         sep, parts = value["Fn::Join"]
-        return sep.join(str(resolve(p, bucket_ids)) for p in parts)
+        return sep.join(str(resolve(p, bucket_ids, known)) for p in parts)
     if set(value) == {"Fn::GetAtt"}:
-        logical_id = value["Fn::GetAtt"][0]
-        if logical_id in bucket_ids and value["Fn::GetAtt"][1] == "Arn":
+        logical_id, attribute = value["Fn::GetAtt"][:2]
+        if logical_id in bucket_ids and attribute == "Arn":
             return "arn:aws:s3:::%s" % BUCKET
-        return _placeholder(logical_id)  # a log group, queue, function...: not what this tier exercises
+        # a log group, queue, function...: a placeholder unless the test named it
+        return known.get("%s.%s" % (logical_id, attribute), _placeholder(logical_id))
     if set(value) == {"Ref"}:
         ref = value["Ref"]
-        pseudo = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": "123456789012",
+        pseudo = {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
                   "AWS::URLSuffix": "amazonaws.com"}
-        return pseudo.get(ref, BUCKET if ref in bucket_ids else _placeholder(ref))
-    return {k: resolve(v, bucket_ids) for k, v in value.items()}
+        return pseudo.get(ref, BUCKET if ref in bucket_ids else known.get(ref, _placeholder(ref)))
+    return {k: resolve(v, bucket_ids, known) for k, v in value.items()}
 
 
 def _placeholder(logical_id: str) -> str:
-    return "arn:aws:cloudformation:%s:123456789012:stack/resource/%s" % (REGION, logical_id)
+    return "arn:aws:cloudformation:%s:%s:stack/resource/%s" % (REGION, ACCOUNT, logical_id)
 
 
 def bucket_ids(template: dict[str, Any]) -> set[str]:
     return {lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}
 
 
-def role_statements(template: dict[str, Any], role_id: str) -> list[dict[str, Any]]:
+def role_statements(template: dict[str, Any], role_id: str,
+                    known: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Every statement the template's `AWS::IAM::Policy` resources attach to `role_id`, resolved."""
     found = []
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in resource["Properties"]["Roles"]:
             found.extend(resource["Properties"]["PolicyDocument"]["Statement"])
-    return resolve(found, bucket_ids(template))
+    return resolve(found, bucket_ids(template), known)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def allows(statements: list[dict[str, Any]], action: str, resource: str) -> bool:
+    """Whether an Allow statement grants `action` on `resource` (no Deny in our policies; no conditions). For
+    the services whose resource-level checks moto does not enforce (it matches only `"*"` outside S3 and SQS)."""
+    return any(st.get("Effect") == "Allow"
+               and any(fnmatch.fnmatchcase(action, a) for a in _as_list(st["Action"]))
+               and any(fnmatch.fnmatchcase(resource, r) for r in _as_list(st["Resource"])) for st in statements)
 
 
 def function_with_handler(template: dict[str, Any], handler: str) -> dict[str, Any]:
@@ -86,6 +102,13 @@ def as_role(statements: list[dict[str, Any]], name: str = "under-test") -> Itera
     """A boto3 session holding credentials of a moto role carrying exactly `statements`, with IAM enforced."""
     from moto.core import enable_iam_authentication
 
+    session = role_session(statements, name)
+    with enable_iam_authentication():
+        yield session
+
+
+def role_session(statements: list[dict[str, Any]], name: str) -> Any:
+    """A boto3 session for a moto role carrying exactly `statements` (created and assumed unenforced)."""
     iam = boto3.client("iam", region_name=REGION)
     trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
                                                       "Action": "sts:AssumeRole"}]}
@@ -93,11 +116,9 @@ def as_role(statements: list[dict[str, Any]], name: str = "under-test") -> Itera
     iam.put_role_policy(RoleName=name, PolicyName="template",
                         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": statements}))
     creds = boto3.client("sts", region_name=REGION).assume_role(RoleArn=role["Arn"], RoleSessionName="cloud-tier")
-    session = boto3.Session(aws_access_key_id=creds["Credentials"]["AccessKeyId"],
-                            aws_secret_access_key=creds["Credentials"]["SecretAccessKey"],
-                            aws_session_token=creds["Credentials"]["SessionToken"], region_name=REGION)
-    with enable_iam_authentication():
-        yield session
+    return boto3.Session(aws_access_key_id=creds["Credentials"]["AccessKeyId"],
+                         aws_secret_access_key=creds["Credentials"]["SecretAccessKey"],
+                         aws_session_token=creds["Credentials"]["SessionToken"], region_name=REGION)
 
 
 def _lists(statements: list[dict[str, Any]], key: str) -> bool:
@@ -146,13 +167,14 @@ class S3AsDocumented:
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """moto for every AWS API, with the test's bucket created (unrestricted, before enforcement)."""
+    """moto for every AWS API, with the test's bucket created (unrestricted, before enforcement); its Step
+    Functions executes state machines (moto's ASL interpreter) instead of recording them."""
     from moto import mock_aws
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(name, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with mock_aws():
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
         client = boto3.client("s3", region_name=REGION)
         client.create_bucket(Bucket=BUCKET)
         yield client

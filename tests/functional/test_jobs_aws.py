@@ -81,7 +81,7 @@ def items(aws: SimpleNamespace, execution: dict[str, Any]) -> list[dict[str, int
     given = json.loads(aws.sfn.describe_execution(executionArn=execution["executionArn"])["input"])
     listed: list[dict[str, int]] = json.loads(aws.s3.get_object(Bucket=BUCKET, Key=given["manifest"])["Body"].read())
     assert given == {"job": execution["name"], "manifest": "%s/jobs/%s/manifest.json" % (PREFIX, execution["name"]),
-                     "map_results": "%s/jobs/%s/map" % (PREFIX, execution["name"])}
+                     "map_results": "%s/jobs/%s/map" % (PREFIX, execution["name"]), "error": None}
     return listed
 
 

@@ -45,8 +45,9 @@ def test_a_distributed_map_over_the_shard_manifest_in_s3(stack: dict[str, Any]) 
         "Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
     assert shards["ItemReader"] == {"Resource": "arn:aws:states:::s3:getObject", "ReaderConfig": {"InputType": "JSON"},
                                     "Parameters": {"Bucket": "${Bucket}", "Key.$": "$." + task.MANIFEST}}
-    assert shards["ItemBatcher"] == {"MaxItemsPerBatch": 4, "BatchInput": {"job.$": "$.job"}}
-    assert shards["MaxConcurrency"] == 25 and shards["ToleratedFailurePercentage"] == 100
+    assert "ItemBatcher" not in shards  # one shard a child (tests/cloud/test_state_machine.py runs it)
+    assert shards["ItemSelector"] == {"job.$": "$.job", "Items.$": "States.Array($$.Map.Item.Value)"}
+    assert shards["MaxConcurrency"] == 25 and shards["ToleratedFailurePercentage"] == 100.0
     assert shards["ResultWriter"]["Parameters"] == {"Bucket": "${Bucket}", "Prefix.$": "$." + task.MAP_RESULTS}
     assert shards["Catch"][0]["Next"] == "Finish" and shards["Next"] == "Finish"  # the job ends even if the map fails
     assert set(props["DefinitionSubstitutions"]) == {"JobsFunction", "DeadLetterQueue", "Bucket"}
@@ -56,7 +57,7 @@ def test_a_batch_is_retried_with_backoff_then_dead_lettered_and_given_up(stack: 
     _, asl = machine(stack)
     states = asl["States"]["Shards"]["ItemProcessor"]["States"]
     answer = states["Answer"]
-    assert answer["Parameters"]["Payload"] == {task.ACTION: task.ANSWER, "job.$": "$.BatchInput.job",
+    assert answer["Parameters"]["Payload"] == {task.ACTION: task.ANSWER, "job.$": "$.job",
                                                "Items.$": "$.Items"}
     retries = {tuple(r["ErrorEquals"]): r for r in answer["Retry"]}
     assert retries[("States.ALL",)]["MaxAttempts"] == 2 and retries[("States.ALL",)]["BackoffRate"] == 2.0
@@ -77,7 +78,7 @@ def test_the_jobs_function_shares_the_layer_and_asset_with_its_own_handler(stack
     assert props["Timeout"] == 600 and props["MemorySize"] == 3584 and props["Runtime"] == "python3.12"
     variables = props["Environment"]["Variables"]
     assert variables[env.JOBS_STATE_MACHINE]["Fn::Join"][1][-1] == ":stateMachine:LayaServerless-jobs"
-    assert variables[env.JOBS_TIME_BUDGET] == "75"  # 600 s x 0.5, over 4 shards a batch
+    assert variables[env.JOBS_TIME_BUDGET] == "300"  # 600 s x 0.5, one shard an invocation
     assert variables[env.THREADS] == "2" and variables[env.JOBS_TOKEN_RATE] == "1000"  # 500 a vCPU
     assert variables[env.DEPLOYED] == api["Environment"]["Variables"][env.DEPLOYED]
 
@@ -128,7 +129,7 @@ def test_each_role_touches_only_its_prefixes_its_machine_and_its_queue(stack: di
 def test_the_api_submits_jobs_and_refuses_a_batch_past_its_timeout(stack: dict[str, Any]) -> None:
     variables = api_function(stack)["Environment"]["Variables"]
     assert variables[env.BATCH_TIME_BUDGET] == "25" and variables[env.BATCH_TOKEN_RATE] == "500"
-    assert variables[env.JOBS_TIME_BUDGET] == "75" and variables[env.JOBS_TOKEN_RATE] == "1000"  # the workers'
+    assert variables[env.JOBS_TIME_BUDGET] == "300" and variables[env.JOBS_TOKEN_RATE] == "1000"  # the workers'
     api_role = role_statements(stack, api_function(stack)["Role"]["Fn::GetAtt"][0])
     assert any(s["Action"] == "states:StartExecution" for s in api_role)
 

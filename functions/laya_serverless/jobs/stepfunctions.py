@@ -24,9 +24,11 @@ def full_key(store: S3Store, key: str) -> str:
     return "%s/%s" % (store.prefix, key) if store.prefix else key
 
 
-def execution_input(store: S3Store, job_id: str) -> dict[str, str]:
+def execution_input(store: S3Store, job_id: str) -> dict[str, str | None]:
+    """`error` is null until the map's catch sets it: `Finish` reads `$.error`, and a JSONPath to a missing
+    field fails the state (States.Runtime), so without it every job whose map succeeded would never end."""
     return {JOB: job_id, MANIFEST: full_key(store, manifest_key(job_id)),
-            MAP_RESULTS: full_key(store, map_results_prefix(job_id))}
+            MAP_RESULTS: full_key(store, map_results_prefix(job_id)), ERROR: None}
 
 
 class StepFunctionsEngine:

@@ -3,21 +3,37 @@
 Caller mistakes (`QuestionError`, `StateError`) are also `ValueError`s, because the protocol maps a
 `ValueError` raised during inference to a 422 carrying its message. Refusals of a request before
 inference are `RequestError`s, one class per kind; which HTTP status each kind gets is decided in
-one place, `laya_serverless.http.statuses`.
+one place, `laya_serverless.http.statuses`. Both carry where in the request body they point and what
+kind of mistake it is (`Located`), which strict Jev mode answers as `loc` and `type`.
 """
 
-from typing import Any
+from typing import Any, Literal, Self
+
+Location = tuple[str | int, ...]
+"""A path into the request body after "body": ("questions", "q1"), ("max_len",); () is the whole body."""
+Kind = Literal["missing", "too_short", "json_invalid", "value_error"]
+"""What is wrong at a location, in the words of FastAPI's validation `type`."""
 
 
 class LayaError(Exception):
     """Base of every error this project raises on purpose."""
 
 
-class QuestionError(LayaError, ValueError):
+class Located(LayaError):
+    """An error about a request: its `location` in the body and its `kind` (the whole body, a value error,
+    unless told otherwise)."""
+
+    def __init__(self, message: str, *, location: Location = (), kind: Kind = "value_error") -> None:
+        super().__init__(message)
+        self.location = location
+        self.kind: Kind = kind
+
+
+class QuestionError(Located, ValueError):
     """A question definition or a per-request control cannot be answered as sent."""
 
 
-class StateError(LayaError, ValueError):
+class StateError(Located, ValueError):
     """A state cannot be decided about (null, or not JSON-serializable)."""
 
 
@@ -58,12 +74,17 @@ class ShardFailed(JobError):
     """A shard could not be answered for a reason of ours; the engine retries it, then gives it up as error lines."""
 
 
-class RequestError(LayaError):
+class RequestError(Located):
     """A request refused before (or instead of) inference, with the protocol's exact `detail` text."""
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
+    def __init__(self, detail: str, *, location: Location = (), kind: Kind = "value_error") -> None:
+        super().__init__(detail, location=location, kind=kind)
         self.detail = detail
+
+    @classmethod
+    def from_error(cls, error: Located) -> Self:
+        """This refusal of a caller's mistake found below the protocol: its message, location and kind."""
+        return cls(str(error), location=error.location, kind=error.kind)
 
 
 class MalformedRequest(RequestError):

@@ -15,6 +15,7 @@ from .decode import size_bucket
 
 Threshold = float | dict[str, float]
 DEFAULT_KEY = "default"
+_AT = ("min_confidence",)
 BUCKET_KEYS = frozenset("%s:%s" % (t, s) for t in ("choice", "score", "noul") for s in ("2", "3-5", "6-10", "11+"))
 
 
@@ -24,7 +25,7 @@ def _one_threshold(value: Any) -> float:
     except OverflowError:
         number = math.nan
     if not math.isfinite(number) or number < 0.0 or number > 1.0:
-        raise QuestionError("min_confidence must be a float in [0.0, 1.0], got %r" % (value,))
+        raise QuestionError("min_confidence must be a float in [0.0, 1.0], got %r" % (value,), location=_AT)
     return number
 
 
@@ -33,12 +34,13 @@ def check_min_confidence(value: Any) -> Threshold:
     if not isinstance(value, dict):
         return _one_threshold(value)
     if not value:
-        raise QuestionError("a min_confidence map must be a non-empty dict of bucket -> float, got %r" % (value,))
+        raise QuestionError("a min_confidence map must be a non-empty dict of bucket -> float, got %r" % (value,),
+                            location=_AT)
     checked: dict[str, float] = {}
     for key, threshold in value.items():
         if not isinstance(key, str) or (key not in BUCKET_KEYS and key != DEFAULT_KEY):
             raise QuestionError("min_confidence map keys must be a bucket like 'choice:3-5' or "
-                                "'default', got %r" % (key,))
+                                "'default', got %r" % (key,), location=_AT)
         checked[key] = _one_threshold(threshold)
     return checked
 

@@ -22,9 +22,9 @@ def check_budget(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise QuestionError("%s must be an integer" % name)
+        raise QuestionError("%s must be an integer" % name, location=(name,))
     if value <= 0:
-        raise QuestionError("%s must be a positive integer" % name)
+        raise QuestionError("%s must be a positive integer" % name, location=(name,))
     return value
 
 
@@ -33,7 +33,7 @@ def check_batch_size(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise QuestionError("batch_size must be an integer")
+        raise QuestionError("batch_size must be an integer", location=("batch_size",))
     return value
 
 

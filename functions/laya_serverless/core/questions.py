@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import QuestionError
+from ..errors import Kind, Location, QuestionError
 from .controls import null_score_level
 
 QTYPES = {"choice": 0, "score": 1, "noul": 2}
@@ -36,6 +36,16 @@ class Question:
     @property
     def n_options(self) -> int:
         return len(self.option_texts)
+
+
+def question_location(qid: Any) -> Location:
+    """Where question `qid` sits in a request body; the question set itself when the id is not printable text."""
+    return ("questions", qid) if isinstance(qid, str) and qid.isprintable() else ("questions",)
+
+
+def _refused(qid: Any, why: str, kind: Kind = "value_error") -> QuestionError:
+    """The refusal of one question, worded "question 'qid': why"."""
+    return QuestionError("question %r: %s" % (qid, why), location=question_location(qid), kind=kind)
 
 
 def render_value(value: Any) -> str:
@@ -75,95 +85,88 @@ def _check_choice_labels(qid: Any, criteria: dict[Any, Any] | list[Any]) -> None
     labels = criteria if isinstance(criteria, list) else list(criteria.keys())
     for i, label in enumerate(labels):
         if label is not None and not isinstance(label, str | int | float | bool):
-            raise QuestionError(
-                "question %r: choice label %d is a %s; a label is rendered as option text "
-                "and used as the answer key, so it must be a scalar (a string, number or "
-                "bool), got %r" % (qid, i, type(label).__name__, label))
+            raise _refused(qid, "choice label %d is a %s; a label is rendered as option text "
+                           "and used as the answer key, so it must be a scalar (a string, number or "
+                           "bool), got %r" % (i, type(label).__name__, label))
         if label is None:
-            raise QuestionError(
-                "question %r: choice label %d is null; a label is rendered as option text "
-                "and used as the answer key, so it must be a string, number or bool -- a "
-                "null label renders as the text \"None\" while its answer key is \"null\"" % (qid, i))
+            raise _refused(qid, "choice label %d is null; a label is rendered as option text "
+                           "and used as the answer key, so it must be a string, number or bool -- a "
+                           "null label renders as the text \"None\" while its answer key is \"null\"" % i)
     if isinstance(criteria, list):
         # Python equality decides what collides: 1, 1.0 and True are one answer key.
         first_index: dict[Any, int] = {}
         for i, label in enumerate(criteria):
             if label in first_index:
-                raise QuestionError(
-                    "question %r: choice label %d (%r) repeats label %d; the labels are the "
-                    "answer keys, so every option needs its own (1, 1.0 and True are one "
-                    "key)" % (qid, i, label, first_index[label]))
+                raise _refused(qid, "choice label %d (%r) repeats label %d; the labels are the "
+                               "answer keys, so every option needs its own (1, 1.0 and True are one "
+                               "key)" % (i, label, first_index[label]))
             first_index[label] = i
 
 
 def check_question(qid: Any, definition: Any) -> None:
     """Refuse a question that cannot be answered, naming it and what to fix."""
     if qid is None:
-        raise QuestionError("question id must not be None")
+        raise QuestionError("question id must not be None", location=("questions",))
     if not isinstance(qid, str | int) or (isinstance(qid, str) and not qid.strip()):
-        raise QuestionError("question id must be a non-empty string, got %r" % (qid,))
+        raise QuestionError("question id must be a non-empty string, got %r" % (qid,), location=("questions",))
     if not isinstance(definition, dict):
-        raise QuestionError("question %r: definition must be a dict, got %s" % (qid, type(definition).__name__))
+        raise _refused(qid, "definition must be a dict, got %s" % type(definition).__name__)
     qtype = definition.get("type")
     if not isinstance(qtype, str) or qtype not in QTYPES:
-        raise QuestionError("question %r: unknown type %r; use one of %s" % (qid, qtype, sorted(QTYPES)))
+        raise _refused(qid, "unknown type %r; use one of %s" % (qtype, sorted(QTYPES)))
     if "instructions" not in definition:
-        raise QuestionError("question %r: no 'instructions'; %s" % (qid, _INSTRUCTIONS_HINT))
+        raise _refused(qid, "no 'instructions'; %s" % _INSTRUCTIONS_HINT)
     instructions = definition["instructions"]
     if instructions is None:
-        raise QuestionError("question %r: 'instructions' must not be None; %s" % (qid, _INSTRUCTIONS_HINT))
+        raise _refused(qid, "'instructions' must not be None; %s" % _INSTRUCTIONS_HINT)
     if (isinstance(instructions, str) and not instructions.strip()) or (
             isinstance(instructions, list | dict) and not instructions):
-        raise QuestionError("question %r: 'instructions' must not be empty; %s" % (qid, _INSTRUCTIONS_HINT))
+        raise _refused(qid, "'instructions' must not be empty; %s" % _INSTRUCTIONS_HINT)
     if not isinstance(instructions, str | dict | list | int | float):
-        raise QuestionError("question %r: 'instructions' must be a string, dict, or list, got %s"
-                            % (qid, type(instructions).__name__))
+        raise _refused(qid, "'instructions' must be a string, dict, or list, got %s" % type(instructions).__name__)
     criteria = definition.get("criteria")
     if qtype == "choice":
         if not isinstance(criteria, dict | list):
-            raise QuestionError("question %r: a choice question takes 'criteria' as a dict of "
-                                "label -> description, or a list of labels" % (qid,))
+            raise _refused(qid, "a choice question takes 'criteria' as a dict of label -> description, "
+                                "or a list of labels")
         if not criteria:
-            raise QuestionError("question %r: a choice question needs at least one criterion" % (qid,))
+            raise _refused(qid, "a choice question needs at least one criterion", "too_short")
         _check_choice_labels(qid, criteria)
     elif qtype == "score":
         if not isinstance(criteria, list):
-            raise QuestionError("question %r: a score question takes 'criteria' as a list of level "
-                                "descriptions, index 0 first" % (qid,))
+            raise _refused(qid, "a score question takes 'criteria' as a list of level descriptions, index 0 first")
         if not criteria:
-            raise QuestionError("question %r: a score question needs at least one level" % (qid,))
+            raise _refused(qid, "a score question needs at least one level", "too_short")
         level = null_score_level(criteria)
         if level is not None:
-            raise QuestionError("question %r: score level %d is null; give every level a description, "
-                                "index 0 first" % (qid, level))
+            raise _refused(qid, "score level %d is null; give every level a description, index 0 first" % level)
     elif criteria is not None and not isinstance(criteria, dict):
-        raise QuestionError("question %r: a noul question takes 'criteria' as a dict with optional "
-                            "'true'/'false' descriptions, or omits it" % (qid,))
+        raise _refused(qid, "a noul question takes 'criteria' as a dict with optional "
+                            "'true'/'false' descriptions, or omits it")
     elif isinstance(criteria, dict):
         keys = {str(k).lower() for k in criteria}
         if not keys <= {"true", "false"}:
-            raise QuestionError(
-                "question %r: a noul question takes 'criteria' keyed only 'true'/'false' (either "
+            raise _refused(
+                qid, "a noul question takes 'criteria' keyed only 'true'/'false' (either "
                 "or both, and omitted is fine), got %s. Those keys are the option texts the model "
                 "reads; any other key was silently dropped and replaced with the defaults. If you "
                 "want the answer worded differently, keep 'criteria' keyed 'true'/'false' and set "
-                "'labels' instead." % (qid, sorted(keys)))
+                "'labels' instead." % sorted(keys))
     if "option_order" in definition:
         order = definition["option_order"]
         n = _option_count(definition)
         if (not isinstance(order, list | tuple) or len(order) != n
                 or sorted(int(i) for i in order if isinstance(i, int) and not isinstance(i, bool))
                 != list(range(n))):
-            raise QuestionError(
-                "question %r: 'option_order' must be a permutation of range(%d) -- one slot per "
-                "option, each option once -- got %r" % (qid, n, order))
+            raise _refused(qid, "'option_order' must be a permutation of range(%d) -- one slot per "
+                                "option, each option once -- got %r" % (n, order))
     if "labels" in definition:
         if qtype != "noul":
-            raise QuestionError("question %r: 'labels' is only supported for noul questions" % (qid,))
+            raise _refused(qid, "'labels' is only supported for noul questions")
         try:
             noul_labels(definition["labels"])
         except QuestionError as exc:
-            raise QuestionError("question %r: %s" % (qid, exc)) from exc
+            raise _refused(qid, str(exc)) from exc
 
 
 def _render(qtype: str, criteria: Any, labels: Any) -> tuple[tuple[str, ...], tuple[Any, ...]]:

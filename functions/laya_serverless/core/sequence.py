@@ -14,7 +14,7 @@ from typing import Any
 
 from ..artifact.layout import SpecialTokens
 from ..errors import QuestionError, StateError
-from .questions import Question
+from .questions import Question, question_location
 from .tokenize import TextEncoder
 
 OPTION_TOKEN_CAP = 48
@@ -52,7 +52,7 @@ def serialize_state(state: Any) -> str:
     try:
         return json.dumps(state, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
-        raise StateError("'state' must be JSON-serializable") from exc
+        raise StateError("'state' must be JSON-serializable", location=("state",)) from exc
 
 
 def encode_state(encoder: TextEncoder, special: SpecialTokens, state: Any) -> StateTokens:
@@ -99,6 +99,7 @@ def build_row(encoder: TextEncoder, special: SpecialTokens, question: Question, 
         raise QuestionError(
             "question %r: only %d of its %d option markers fit in max_len=%d with "
             "head_max_len=%d spent on the question; lower head_max_len, raise max_len, "
-            "or use fewer options" % (question.qid, len(kept), len(markers), max_len, head_max_len))
+            "or use fewer options" % (question.qid, len(kept), len(markers), max_len, head_max_len),
+            location=question_location(question.qid))
     return Row(ids=ids, markers=markers, options_distinct=distinct, tokens_per_option=per_option,
                state_tokens=n_state, state_tokens_used=len(piece))

@@ -56,7 +56,7 @@ def parse_json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError):
-        raise MalformedRequest("request body must be valid JSON") from None
+        raise MalformedRequest("request body must be valid JSON", kind="json_invalid") from None
 
 
 async def read_json(request: Request, timeout: float) -> Any:

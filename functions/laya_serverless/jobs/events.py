@@ -37,7 +37,8 @@ def submission_id(event: dict[str, Any], context: Any) -> str:
     given = event.get("id")
     if given is not None:
         if not isinstance(given, str) or not is_job_id(given):
-            raise MalformedRequest("'id' must be 1-80 letters, digits, '-' or '_' (not 'input' or 'output')")
+            raise MalformedRequest("'id' must be 1-80 letters, digits, '-' or '_' (not 'input' or 'output')",
+                                   location=("id",))
         return given
     return "direct-" + str(getattr(context, "aws_request_id", "")).replace("-", "")
 

@@ -76,7 +76,8 @@ def key_in(store: ObjectStore, name: str, where: str, field: str) -> str:
             and all(_KEY_SEGMENT.match(part) and part not in (".", "..") for part in segments))
     if not fits:
         raise InvalidRequest("%s %r is outside this deployment's job %s prefix %s; put the file under it"
-                             % (field, name, where.rstrip("/").rpartition("/")[2], uri_of(store, where)))
+                             % (field, name, where.rstrip("/").rpartition("/")[2], uri_of(store, where)),
+                             location=(field,))
     return key
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..artifact.store import ObjectStore
 from ..core.questions import parse_questions
-from ..errors import InvalidRequest, MalformedRequest, QuestionError, RequestError, TooLarge
+from ..errors import InvalidRequest, Location, MalformedRequest, QuestionError, RequestError, TooLarge
 from ..protocol import limits
 from ..protocol.decisions import BatchControls, choice_cap, job_controls
 from ..protocol.routing import Registry, route
@@ -22,6 +22,7 @@ from .layout import INPUT_PREFIX, OUTPUT_PREFIX, key_in
 CONTROL_FIELDS = ("model", "task", "lang", "lang_guess", "max_len", "head_max_len", "min_confidence", "batch_size",
                   "sort_by_length")
 _SHAPE = "request body must be an object with 'questions' and either 'states' (a list) or 'input' (a store URI)"
+_INPUT: Location = ("input",)
 
 
 @dataclass(frozen=True)
@@ -33,21 +34,22 @@ class JobRequest:
     output: str | None  # a store key under jobs/output/, or None for the default
 
 
-def _relabel(error: RequestError, where: str) -> RequestError:
-    return type(error)("%s: %s" % (where, error.detail))
+def _relabel(error: RequestError, where: str, location: Location) -> RequestError:
+    return type(error)("%s: %s" % (where, error.detail), location=location, kind=error.kind)
 
 
-def check_states(states: Sequence[Any], labels: Iterator[str], settings: Settings) -> None:
+def check_states(states: Sequence[Any], places: Iterator[tuple[str, Location]], settings: Settings) -> None:
+    """Each state by the single-state rules; a refusal says which (`states[3]`) and points there."""
     if len(states) > settings.jobs_max_states:
         raise TooLarge("too many states in job (%d > %d)" % (len(states), settings.jobs_max_states))
-    for state, where in zip(states, labels, strict=False):
+    for state, (where, location) in zip(states, places, strict=False):
         try:
             limits.check_request_limits(state, {})  # no questions: only the state's own presence and size
             if limits.has_lone_surrogate(state):
                 raise MalformedRequest("state contains an unpaired surrogate escape; those cannot be encoded as "
                                        "UTF-8")
         except RequestError as exc:
-            raise _relabel(exc, where) from None
+            raise _relabel(exc, where, location) from None
 
 
 def parse_input(data: bytes, settings: Settings) -> tuple[list[Any], list[int]]:
@@ -62,27 +64,28 @@ def parse_input(data: bytes, settings: Settings) -> tuple[list[Any], list[int]]:
         try:
             states.append(json.loads(raw))
         except UnicodeDecodeError:
-            raise MalformedRequest("input line %d is not UTF-8" % number) from None
+            raise MalformedRequest("input line %d is not UTF-8" % number, location=_INPUT) from None
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "invalid JSON"
-            raise MalformedRequest("input line %d is not valid JSON (%s)" % (number, reason)) from None
+            raise MalformedRequest("input line %d is not valid JSON (%s)" % (number, reason), location=_INPUT) from None
         lines.append(number)
     if not states:
-        raise MalformedRequest("input holds no states: one JSON value (the state) per line")
+        raise MalformedRequest("input holds no states: one JSON value (the state) per line", location=_INPUT)
     return states, lines
 
 
 def read_input(store: ObjectStore, name: Any, settings: Settings) -> list[Any]:
     if not isinstance(name, str) or not name:
-        raise MalformedRequest("'input' must be a store URI (or key) of a JSONL file, one state per line")
+        raise MalformedRequest("'input' must be a store URI (or key) of a JSONL file, one state per line",
+                               location=_INPUT)
     key = key_in(store, name, INPUT_PREFIX, "input")
     found = store.read(key)
     if found is None:
-        raise InvalidRequest("input %r does not exist" % name)
+        raise InvalidRequest("input %r does not exist" % name, location=_INPUT)
     if len(found[0]) > settings.jobs_max_input_bytes:
         raise TooLarge("input too large (%d > %d bytes)" % (len(found[0]), settings.jobs_max_input_bytes))
     states, lines = parse_input(found[0], settings)
-    check_states(states, ("input line %d" % n for n in lines), settings)
+    check_states(states, (("input line %d" % n, _INPUT) for n in lines), settings)
     return states
 
 
@@ -96,16 +99,17 @@ def _check_model(states: list[Any], questions: dict[str, Any], batch: BatchContr
         key = route(registry, states[0], questions, lambda _state: {}, model=controls.model,
                     task=controls.task)["model"]
     except QuestionError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest.from_error(exc) from None
     if key not in deployed:
-        raise InvalidRequest("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(deployed)))
+        raise InvalidRequest("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(deployed)),
+                             location=("model",))
 
 
 def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Sequence[str],
                 settings: Settings) -> JobRequest:
     """Every check a job request gets, in the protocol's order: shape, questions, controls, states."""
     if not isinstance(body, dict) or "questions" not in body or ("states" in body) == ("input" in body):
-        raise MalformedRequest(_SHAPE)
+        raise MalformedRequest(_SHAPE, kind="missing")
     questions = body["questions"]
     limits.check_request_limits("", questions, choice_cap(settings))
     controls = {name: body[name] for name in CONTROL_FIELDS if name in body}
@@ -114,18 +118,19 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
     try:
         parse_questions(questions)
     except QuestionError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest.from_error(exc) from None
     if "states" in body:
         states = body["states"]
         if not isinstance(states, list) or not states:
-            raise MalformedRequest("'states' must be a non-empty list")
-        check_states(states, ("states[%d]" % i for i in range(len(states))), settings)
+            raise MalformedRequest("'states' must be a non-empty list", location=("states",))
+        check_states(states, (("states[%d]" % i, ("states", i)) for i in range(len(states))), settings)
     else:
         states = read_input(store, body["input"], settings)
     output = body.get("output")
     if output is not None:
         if not isinstance(output, str):
-            raise MalformedRequest("'output' must be a store URI (or key) under the job output prefix")
+            raise MalformedRequest("'output' must be a store URI (or key) under the job output prefix",
+                                   location=("output",))
         output = key_in(store, output, OUTPUT_PREFIX, "output")
     _check_model(states, questions, batch, registry, deployed)
     return JobRequest(states, questions, controls, batch, output)

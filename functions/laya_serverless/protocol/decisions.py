@@ -59,7 +59,7 @@ def _controls(body: dict[str, Any], registry: Registry, settings: Settings) -> C
 
 def systemone_controls(body: Any, registry: Registry, settings: Settings) -> Controls:
     if not isinstance(body, dict) or "questions" not in body:
-        raise MalformedRequest("request body must be an object with a 'questions' field")
+        raise MalformedRequest("request body must be an object with a 'questions' field", kind="missing")
     limits.check_request_limits(body.get("state"), body["questions"], choice_cap(settings))
     limits.refuse_hooks(body)
     return _controls(body, registry, settings)
@@ -67,7 +67,7 @@ def systemone_controls(body: Any, registry: Registry, settings: Settings) -> Con
 
 def batch_controls(body: Any, registry: Registry, settings: Settings) -> BatchControls:
     if not isinstance(body, dict) or "questions" not in body or "states" not in body:
-        raise MalformedRequest("request body must be an object with 'states' and 'questions' fields")
+        raise MalformedRequest("request body must be an object with 'states' and 'questions' fields", kind="missing")
     limits.check_batch_limits(body["states"], body["questions"], choice_cap(settings))
     limits.refuse_hooks(body)
     limits.refuse_out_parameters(body)

@@ -71,7 +71,8 @@ class Deployment:
         key = decision["model"]
         if key not in self.names:
             if controls.model is not None or controls.task is not None:
-                raise InvalidRequest("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(self.names)))
+                raise InvalidRequest("checkpoint %r is not deployed here; deployed: %s" % (key, sorted(self.names)),
+                                     location=("model",))
             # Detection and hints never pick an absent checkpoint: the default answers, and says so.
             decision = dict(decision, model=self.default, repo=self.registry.sources[self.default],
                             reason="%s; %r is not deployed, so the default %r answers"

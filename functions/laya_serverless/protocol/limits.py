@@ -18,6 +18,7 @@ from ..core.controls import (
     check_budget,
     null_score_level,
 )
+from ..core.questions import question_location
 from ..errors import InvalidRequest, MalformedRequest, QuestionError, TooLarge
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -67,15 +68,15 @@ def state_length(state: Any) -> int:
     try:
         return len(json.dumps(state, ensure_ascii=False))
     except (TypeError, ValueError, RecursionError) as exc:
-        raise MalformedRequest("'state' must be JSON-serializable") from exc
+        raise MalformedRequest("'state' must be JSON-serializable", location=("state",)) from exc
 
 
 def check_request_limits(state: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
     """The first body checks: presence, shape and size, before anything is tokenized."""
     if state is None:
-        raise MalformedRequest("'state' is required")
+        raise MalformedRequest("'state' is required", location=("state",), kind="missing")
     if not isinstance(questions, dict):
-        raise MalformedRequest("'questions' must be an object")
+        raise MalformedRequest("'questions' must be an object", location=("questions",))
     if len(questions) > MAX_QUESTIONS:
         raise TooLarge("too many questions (%d > %d)" % (len(questions), MAX_QUESTIONS))
     total = 0
@@ -96,7 +97,7 @@ def check_request_limits(state: Any, questions: Any, max_choice_options: int = M
             level = null_score_level(criteria)
             if level is not None:  # the library's check of the same rule words it differently
                 raise InvalidRequest("score question %r has a null level at index %d; give every level a "
-                                     "description" % (qid, level))
+                                     "description" % (qid, level), location=question_location(qid))
     if total > MAX_TOTAL_OPTIONS:
         raise TooLarge("too many answer options across questions (%d > %d)" % (total, MAX_TOTAL_OPTIONS))
     length = state_length(state)
@@ -106,7 +107,7 @@ def check_request_limits(state: Any, questions: Any, max_choice_options: int = M
 
 def check_batch_limits(states: Any, questions: Any, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
     if not isinstance(states, list) or not states:
-        raise MalformedRequest("'states' must be a non-empty list")
+        raise MalformedRequest("'states' must be a non-empty list", location=("states",))
     if len(states) > MAX_BATCH_STATES:
         raise TooLarge("too many states in batch (%d > %d)" % (len(states), MAX_BATCH_STATES))
     for state in states:
@@ -117,14 +118,15 @@ def refuse_hooks(body: dict[str, Any]) -> None:
     sent = sorted(key for key in HOOK_FIELDS if body.get(key) is not None)
     if sent:
         raise InvalidRequest("%s run inside the server process and cannot be sent to this endpoint; "
-                                "install them where laya-serve runs, or drop them" % ", ".join(sent))
+                             "install them where laya-serve runs, or drop them" % ", ".join(sent), location=(sent[0],))
 
 
 def refuse_out_parameters(body: dict[str, Any]) -> None:
     sent = sorted(key for key in OUT_PARAMETERS if body.get(key) is not None)
     if sent:
         raise InvalidRequest("%s is filled in place for an in-process caller and cannot be returned over "
-                                "HTTP; read the per-group report from the CLI or a local Router" % ", ".join(sent))
+                             "HTTP; read the per-group report from the CLI or a local Router" % ", ".join(sent),
+                             location=(sent[0],))
 
 
 def has_lone_surrogate(value: Any) -> bool:
@@ -147,11 +149,11 @@ def budget_param(body: dict[str, Any], key: str, cap: int) -> int | None:
     try:
         value = check_budget(key, body.get(key))
     except QuestionError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest.from_error(exc) from None
     if value is None:
         return None
     if value > cap:
-        raise InvalidRequest("%s exceeds server limit (%d > %d)" % (key, value, cap))
+        raise InvalidRequest("%s exceeds server limit (%d > %d)" % (key, value, cap), location=(key,))
     return value
 
 
@@ -160,7 +162,7 @@ def language_param(body: dict[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidRequest('%s must be a language code string such as "de", or null' % key)
+        raise InvalidRequest('%s must be a language code string such as "de", or null' % key, location=(key,))
     return value
 
 
@@ -170,18 +172,18 @@ def min_confidence_param(body: dict[str, Any]) -> Threshold | None:
     try:
         return check_min_confidence(body["min_confidence"])
     except QuestionError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest.from_error(exc) from None
 
 
 def batch_size_param(body: dict[str, Any]) -> int | None:
     try:
         value = check_batch_size(body.get("batch_size"))
     except QuestionError as exc:
-        raise InvalidRequest(str(exc)) from None
+        raise InvalidRequest.from_error(exc) from None
     if value is None:
         return None
     if value < 1:  # upstream's server refuses what its library reads as one pass
-        raise InvalidRequest("batch_size must be a positive integer, got %r" % (value,))
+        raise InvalidRequest("batch_size must be a positive integer, got %r" % (value,), location=("batch_size",))
     return value
 
 
@@ -190,7 +192,7 @@ def sort_by_length_param(body: dict[str, Any]) -> bool | None:
     if value is None:
         return None
     if not isinstance(value, bool):
-        raise InvalidRequest("sort_by_length must be a boolean")
+        raise InvalidRequest("sort_by_length must be a boolean", location=("sort_by_length",))
     return value
 
 

@@ -51,12 +51,13 @@ class Registry:
         self.sources = dict(BUILTIN_SOURCES, **(sources or {}))
         self.default = self.resolve(default)
 
-    def resolve(self, name: Any) -> str:
+    def resolve(self, name: Any, field: str = "model") -> str:
+        """The canonical name of `name`, which the request's `field` sent, or a refusal pointing at that field."""
         key = canonical_name(name)
         if key in self.sources:
             return key
         raise QuestionError("unknown model %r; choose one of %s (or an alias: %s)"
-                            % (name, sorted(self.sources), sorted(ALIASES)))
+                            % (name, sorted(self.sources), sorted(ALIASES)), location=(field,))
 
 
 def _names_a_source(text: str) -> bool:
@@ -77,7 +78,7 @@ def resolve_model_field(model: Any, registry: Registry) -> str | None:
         return registry.resolve(model)
     except QuestionError as exc:
         if _names_a_source(text):
-            raise InvalidRequest("%s, or omit model to let the router choose" % exc) from None
+            raise InvalidRequest("%s, or omit model to let the router choose" % exc, location=("model",)) from None
         return None  # a Jev id such as "jev-1", or anything else that names nothing: auto
 
 
@@ -134,7 +135,7 @@ def route(registry: Registry, state: Any, questions: Any, detect: Detector, *, m
         return _decision(registry, key, "explicit model=%r" % model, None, None)
     if task is not None:
         wanted = "typed-decisions" if str(task).lower().replace("-", "_") == "typed_decisions" else task
-        return _decision(registry, registry.resolve(wanted), "explicit task=%r" % task, None, None)
+        return _decision(registry, registry.resolve(wanted, "task"), "explicit task=%r" % task, None, None)
     workflow = match_workflow(questions)
     if workflow and auto_task:
         return _decision(registry, "typed-decisions", "question ids match the %r typed-decisions workflow" % workflow,

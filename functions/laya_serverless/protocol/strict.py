@@ -3,7 +3,8 @@
 Default mode answers exactly what upstream `laya-serve` answers. Strict mode follows the Jev
 spec that the official client and `jevcompat` check:
 
-- a validation failure is a 422 whose `detail` is a list of `{"loc": ["body", ...], "msg", "type"}`;
+- a validation failure is a 422 whose `detail` is a list of `{"loc": ["body", ...], "msg", "type"}`, `loc`
+  and `type` being the refusal's own `location` and `kind` (the message text is never parsed);
   every other refusal is `{"detail": {"error_type": ..., "message": ...}}` (statuses decides the code);
 - a question without `instructions` (the Jev schema makes them optional) is asked with a neutral
   default; an empty question set is refused;
@@ -15,8 +16,6 @@ spec that the official client and `jevcompat` check:
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,47 +55,16 @@ ERROR_TYPES: dict[type[RequestError], str] = {
 # Option markers per choice that fit `max_len` at the per-option floor of 4 tokens:
 # the last marker sits at most at 2 + 8 + 4·(n-1), and must sit below max_len.
 _MARKER_FLOOR, _HEAD_BEFORE_SLOTS = 4, 10
-_FIELDS = ("max_len", "head_max_len", "lang_guess", "lang", "min_confidence", "batch_size", "sort_by_length",
-           "diagnostics", "hooks", "on_predict_start", "on_predict_end")
-_QUOTED_FIELD = re.compile(r"^'(\w+)'")
-_QUESTION = re.compile(r"^(?:score )?question ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
 
 
 def is_validation(error: RequestError) -> bool:
     return isinstance(error, MalformedRequest | InvalidRequest) and not isinstance(error, MalformedEvent)
 
 
-def location(detail: str) -> list[Any]:
-    """Where in the body a refusal's message points, as FastAPI's `loc`: ["body", field, ...]."""
-    found = _QUESTION.match(detail)
-    if found:
-        qid = ast.literal_eval(found.group(1))
-        return ["body", "questions", qid] if isinstance(qid, str) and qid.isprintable() else ["body", "questions"]
-    if detail.startswith("question id"):
-        return ["body", "questions"]
-    quoted = _QUOTED_FIELD.match(detail)
-    if quoted:
-        return ["body", quoted.group(1)]
-    if detail.startswith("unknown model") or detail.startswith("checkpoint"):
-        return ["body", "model" if "omit model" in detail or detail.startswith("checkpoint") else "task"]
-    field = next((f for f in _FIELDS if re.match(r"^(a )?%s\b" % f, detail)), None)
-    return ["body", field] if field else ["body"]
-
-
-def _kind(detail: str) -> str:
-    if detail.startswith("request body must be valid JSON"):
-        return "json_invalid"
-    if "is required" in detail or "must be an object with" in detail:
-        return "missing"
-    if "at least one" in detail:
-        return "too_short"
-    return "value_error"
-
-
 def error_body(error: RequestError) -> dict[str, Any]:
-    """The strict body of a refusal: a validation list, or the error-type object."""
+    """The strict body of a refusal: a validation list (FastAPI's `loc`, `msg`, `type`), or the error-type object."""
     if is_validation(error):
-        return {"detail": [{"loc": location(error.detail), "msg": error.detail, "type": _kind(error.detail)}]}
+        return {"detail": [{"loc": ["body", *error.location], "msg": error.detail, "type": error.kind}]}
     kind = next((ERROR_TYPES[k] for k in type(error).__mro__ if k in ERROR_TYPES), "api_error")
     return {"detail": {"error_type": kind, "message": error.detail}}
 
@@ -106,7 +74,7 @@ def prepared(body: Any) -> Any:
     if not isinstance(body, dict) or not isinstance(body.get("questions"), dict):
         return body
     if not body["questions"]:
-        raise InvalidRequest(EMPTY_QUESTIONS)
+        raise InvalidRequest(EMPTY_QUESTIONS, location=("questions",), kind="too_short")
     questions = {}
     for qid, question in body["questions"].items():
         if isinstance(question, dict) and question.get("instructions") is None \

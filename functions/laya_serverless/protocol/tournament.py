@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..core.questions import question_location
 from ..errors import QuestionError
 from .limits import MAX_CHOICE_OPTIONS
 
@@ -36,8 +37,8 @@ def plan(questions: Any, group: int) -> dict[str, list[Any]] | None:
     if any(len(labels) > MAX_CHOICE_OPTIONS for labels in large.values()):
         if not_strings:
             raise QuestionError("question %r: a choice is narrowed by elimination once a request has one over %d "
-                             "options, and that needs every label to be a string"
-                             % (not_strings[0], MAX_CHOICE_OPTIONS))
+                                "options, and that needs every label to be a string"
+                                % (not_strings[0], MAX_CHOICE_OPTIONS), location=question_location(not_strings[0]))
         return large
     ordered = [qid for qid in large if questions[qid].get("option_order") is not None]
     return None if not_strings or ordered else large
@@ -60,7 +61,8 @@ def predict_with_tournament(predict: Predict, questions: dict[str, Any], group: 
     for qid, question in questions.items():
         if isinstance(question, dict) and question.get("type") == "choice":
             if "criteria" not in question:
-                raise QuestionError("question %r is a choice but has no criteria" % (qid,))
+                raise QuestionError("question %r is a choice but has no criteria" % (qid,),
+                                    location=question_location(qid))
             remaining[qid] = _labels(question["criteria"])
     rounds = dict.fromkeys(remaining, 0)
     input_tokens = 0

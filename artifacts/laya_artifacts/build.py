@@ -1,8 +1,14 @@
-"""One build: checkpoint -> gate corpus recorded -> export -> (precision search) -> parity gate -> manifest.
+"""One build recipe for every target, the device a parameter of it.
 
-The manifest, which makes an artifact loadable and publishable, is written only after the gate
-passed on both splits of the corpus. A failed build keeps its report next to the files and raises
-`GateFailed`.
+    guards -> gate corpus recorded -> FP32 export -> the device's stage and gate -> report -> manifest
+
+Shared by every target: the guards (a known target, the device present, users' gate cases and the
+output directory checked before any work), the gate corpus, the export, the report and the
+manifest. Only the middle is the device's: on the CPU, offline optimization (cpu-fp32) or the
+precision search (cpu-int8) and the gate; on CUDA, the graph as exported or converted to FP16
+(`cuda.py`), gated on the GPU and again on the CPU provider (the out-of-memory retry). The manifest,
+which makes an artifact loadable and publishable, is written only after the gate passed on both
+splits of the corpus. A failed build keeps its report next to the files and raises `GateFailed`.
 """
 
 from __future__ import annotations
@@ -12,15 +18,36 @@ import platform
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, MANIFEST_FILE, DecodeConfig
+from laya_serverless.artifact import targets
+from laya_serverless.artifact.gpu import gpu_profile
+from laya_serverless.artifact.layout import (
+    DECODE_CONFIG_FILE,
+    GRAPH_FILE,
+    MANIFEST_FILE,
+    TOKENIZER_FILE,
+    DecodeConfig,
+    copy_decode_config,
+)
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
 from laya_serverless.artifact.platform import cpu_profile
-from laya_serverless.artifact.targets import CPU_FP32, CPU_TARGETS
+from laya_serverless.core.providers import (
+    CPU,
+    CPU_PROVIDER,
+    CUDA,
+    CUDA_OPTIONS,
+    ONNXRUNTIME,
+    Placement,
+    device_of_target,
+    require_device,
+)
 from laya_serverless.errors import GateFailed
 
+from .cuda import convert_fp16
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
@@ -37,12 +64,23 @@ from .search import (
     wall_clock,
 )
 
-TARGETS = CPU_TARGETS
+TARGETS = targets.TARGETS
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 
 
+@dataclass
+class Staged:
+    """What a device's stage leaves for the shared tail: the gate's verdict and what the manifest says of it."""
+
+    report: GateReport
+    precision: dict[str, Any]
+    optimized_offline: dict[str, Any] | None = None
+    retry: GateReport | None = None  # cuda: the same graph gated on the CPU provider
+    device_configuration: dict[str, Any] = field(default_factory=dict)  # the device's own block (`cuda`)
+
+
 def tool_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError
 
     names = ("laya-serverless", "laya", "torch", "transformers", "onnx", "onnxruntime", "onnxruntime-gpu",
              "tokenizers", "numpy")
@@ -55,10 +93,8 @@ def tool_versions() -> dict[str, str]:
     return found
 
 
-def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, Any] | None,
-                   decode: DecodeConfig, fusion: dict[str, Any]) -> dict[str, Any]:
-    from importlib.metadata import version
-
+def _configuration(checkpoint: dict[str, Any], target: str, staged: Staged, decode: DecodeConfig,
+                   fusion: dict[str, Any]) -> dict[str, Any]:
     return {
         "checkpoint": checkpoint,
         "target": target,
@@ -67,12 +103,12 @@ def _configuration(checkpoint: dict[str, Any], target: str, recipe: dict[str, An
                   "fusion": {"MultiHeadAttention": fusion["attention"], "attention_left_unfused":
                              fusion["unfused_attention"], "nan_guards": "none (finite mask bias, see fusion.py)",
                              "optimizer": fusion["optimizer"]},
-                  "optimized_offline": {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}},
-        "precision": ({"weights": "int8" if recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only",
-                       "recipe": recipe} if recipe else {"weights": "fp32"}),
+                  "optimized_offline": staged.optimized_offline},
+        "precision": staged.precision,
         "shape_policy": {"rows": "dynamic", "tokens": "dynamic", "options": "dynamic, at least 2 columns",
                          "max_len": decode.max_len, "head_max_len": decode.head_max_len},
         "build_cpu": cpu_profile(),
+        **staged.device_configuration,
     }
 
 
@@ -90,6 +126,20 @@ def write_manifest(artifact_dir: Path, configuration: dict[str, Any], report: Ga
     path = artifact_dir / MANIFEST_FILE
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+def _write_report(out_dir: Path, staged: Staged, progress: Callable[[str], None]) -> None:
+    """The gate's report beside the files, passed or not; a cuda build's holds its CPU retry too."""
+    report, retry = staged.report, staged.retry
+    figures, table = report.as_dict(), report.table()
+    if retry is not None:
+        figures["cpu_retry"] = retry.as_dict()
+        table += "\n\ncpu retry (same graph on %s):\n%s" % (CPU_PROVIDER, retry.table())
+    (out_dir / REPORT_JSON).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    (out_dir / REPORT_TEXT).write_text(table + "\n", encoding="utf-8")
+    progress(report.table())
+    if retry is not None:
+        progress("cpu retry: %s" % ("gated, allowed" if retry.passed else "failed its gate: out-of-memory is a 503"))
 
 
 def _goldens_for(checkpoint_dir: Path, name: str, revision: str | None, goldens_path: Path | None,
@@ -110,9 +160,61 @@ def _goldens_for(checkpoint_dir: Path, name: str, revision: str | None, goldens_
     return goldens
 
 
-def _fail_report(target: str, goldens: dict[str, Any], search: dict[str, Any], note: str) -> GateReport:
-    return GateReport(target=target, tolerance=TOLERANCES[target], corpus=corpus_info(goldens), search=search,
-                      notes=[note])
+def _optimized_offline() -> dict[str, Any]:
+    return {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}
+
+
+def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], target: str,
+               progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
+               min_speedup: float | None, timer: SpeedTimer) -> Staged:
+    """cpu-fp32: the export optimized offline and gated. cpu-int8: the precision search, then its choice gated."""
+    tolerance = TOLERANCES[target]
+    if target == targets.CPU_FP32:
+        progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL, tolerance))
+        prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
+        return Staged(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS), {"weights": "fp32"},
+                      _optimized_offline())
+    progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
+    result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
+                              exhaustive=exhaustive, min_speedup=min_speedup, progress=progress, timer=timer)
+    if result.chosen is None:
+        return Staged(GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens), search=result.record,
+                                 notes=["nothing to confirm: %s; build cpu-fp32" % result.record["why"]]), {})
+    chosen = result.chosen
+    for path in chosen.directory.iterdir():
+        shutil.copy(path, out_dir / path.name)
+    progress("    confirming %s once on both splits (confirmation unseen until now)" % chosen.candidate.name)
+    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+    report.search = result.record
+    if not report.passed:
+        report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "
+                            "next-fastest candidate on confirmation (that would make confirmation a second selection "
+                            "set); build cpu-fp32" % chosen.candidate.name)
+    weights = "int8" if chosen.recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only"
+    return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline())
+
+
+def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,
+                progress: Callable[[str], None]) -> Staged:
+    """The export (converted when FP16) laid out unoptimized, gated on the GPU, then on the CPU provider."""
+    recipe = None
+    if target == targets.CUDA_FP16:
+        progress("3/4 converting to FP16 (softmax, normalization, rotary tables and the head kept FP32)")
+        recipe = convert_fp16(raw / GRAPH_FILE, out_dir / GRAPH_FILE)
+    else:
+        progress("3/4 keeping the FP32 graph (TF32 off at run time)")
+        shutil.copy(raw / GRAPH_FILE, out_dir / GRAPH_FILE)
+    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+    # Not optimized offline: ORT's saved optimizations are specific to the provider they ran for.
+    copy_decode_config(raw, out_dir, optimized_offline=False)
+    progress("    gating on %s at tolerance %g, then the CPU retry of the same graph" % (CUDA, TOLERANCES[target]))
+    report, retry = run_gate(out_dir, goldens, target), run_gate(out_dir, goldens, target, device=CPU)
+    cuda = {"build_gpu": gpu_profile(), "provider_options": dict(CUDA_OPTIONS),
+            "cpu_retry": {"provider": CPU_PROVIDER, "passed": retry.passed,
+                          "max_probability_error": retry.max_probability_error,
+                          "max_action_error": retry.max_action_error, "hard_mismatches": len(retry.hard_mismatches)}}
+    precision = {"weights": "fp16", "recipe": recipe} if recipe else {"weights": "fp32", "tf32": False}
+    return Staged(report, precision, None, retry, {"cuda": cuda})
 
 
 def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
@@ -120,20 +222,23 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
                    exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
                    progress: Callable[[str], None] = lambda _m: None,
-                   timer: SpeedTimer = wall_clock) -> tuple[Path, GateReport]:
-    """Build, gate and describe one (checkpoint, target) configuration in `out_dir`.
+                   timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME) -> tuple[Path, GateReport]:
+    """Build, gate and describe one (checkpoint, target) configuration in `out_dir`, for any target.
 
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
     before anything is exported), recorded with upstream now unless `goldens_path` holds it already.
-    cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search.py`) on the
+    A cuda target is refused at once where `placement` (this onnxruntime) offers no CUDA, and gated on
+    the GPU. cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search.py`) on the
     selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
-    a candidate must be; 0 lifts it; `timer`: how candidates are timed), then checks the chosen configuration once
-    on both splits; when nothing passes, or confirmation fails, `GateFailed` is raised (its report
-    carries the search) and the caller may build cpu-fp32 instead.
+    a candidate must be; 0 lifts it; `timer`: how candidates are timed; other targets ignore these), then
+    checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
+    `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead.
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
     check_candidate_names(candidates)
+    device = device_of_target(target)
+    require_device(device, placement)  # before goldens, export or any file: a cuda gate runs only on a GPU
     user_cases = [case for path in gate_cases for case in read_gate_cases(path)]  # refused before any work
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -141,45 +246,20 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     name = name or Path(checkpoint_dir).name
     goldens = _goldens_for(Path(checkpoint_dir), name, revision, goldens_path, user_cases, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
-    recipe: dict[str, Any] | None = None
-    tolerance = TOLERANCES[target]
     with tempfile.TemporaryDirectory(prefix="laya-build-") as scratch:
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
         export_checkpoint(checkpoint_dir, raw)
         fusion = json.loads((raw / FUSION_RECORD).read_text())
         progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
-        if target == CPU_FP32:
-            progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL,
-                                                                                          tolerance))
-            prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
-            report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+        if device == CUDA:
+            staged = _stage_cuda(raw, out_dir, goldens, target, progress)
         else:
-            progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
-            result = precision_search(raw / GRAPH_FILE, raw, Path(scratch), goldens, target, candidates=candidates,
-                                      exhaustive=exhaustive_search, min_speedup=min_speedup, progress=progress,
-                                      timer=timer)
-            if result.chosen is None:
-                report = _fail_report(target, goldens, result.record, "nothing to confirm: %s; build cpu-fp32"
-                                      % result.record["why"])
-            else:
-                chosen = result.chosen
-                for path in chosen.directory.iterdir():
-                    shutil.copy(path, out_dir / path.name)
-                recipe = chosen.recipe
-                progress("    confirming %s once on both splits (confirmation unseen until now)"
-                         % chosen.candidate.name)
-                report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
-                report.search = result.record
-                if not report.passed:
-                    report.notes.append(
-                        "%s passed selection but not this check; the int8 target fails rather than trying the "
-                        "next-fastest candidate on confirmation (that would make confirmation a second selection "
-                        "set); build cpu-fp32" % chosen.candidate.name)
+            staged = _stage_cpu(raw, Path(scratch), out_dir, goldens, target, progress, candidates=candidates,
+                                exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer)
+    _write_report(out_dir, staged, progress)
+    report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
-    (out_dir / REPORT_JSON).write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
-    (out_dir / REPORT_TEXT).write_text(report.table() + "\n", encoding="utf-8")
-    progress(report.table())
     if not report.passed or decode is None:
         reason = report.notes[-1] if report.notes else "see the report"
         raise GateFailed("the parity gate failed for %s (%s); report: %s" % (out_dir, reason, out_dir / REPORT_TEXT),
@@ -188,7 +268,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir))}
     corpus = canonical_goldens(goldens)
-    write_manifest(out_dir, _configuration(checkpoint, target, recipe, decode, fusion), report, sha256_bytes(corpus))
+    write_manifest(out_dir, _configuration(checkpoint, target, staged, decode, fusion), report, sha256_bytes(corpus))
     # Beside the directory, not in it (the manifest lists only what serves): publish uploads it, and the
     # deploy-time gate replays it on the serving CPU (regate.py).
     goldens_sidecar(out_dir).write_bytes(corpus)

@@ -44,10 +44,7 @@ def _candidates(value: str | None) -> list[str] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from laya_serverless.artifact.targets import CUDA_TARGETS
-
     from .build import GateFailed, build_artifact
-    from .cuda import build_cuda_artifact
     from .gate_corpus import GateCasesError, read_gate_cases
 
     try:  # users' rows are refused before anything else happens
@@ -64,15 +61,10 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:
-        if args.target in CUDA_TARGETS:
-            artifact, _ = build_cuda_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
-                                              goldens_path=args.goldens, progress=_progress)
-        else:
-            artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
-                                         goldens_path=args.goldens, gate_cases=args.gate_cases,
-                                         candidates=_candidates(args.candidates),
-                                         exhaustive_search=args.exhaustive_search, min_speedup=args.min_speedup,
-                                         progress=_progress)
+        artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
+                                     goldens_path=args.goldens, gate_cases=args.gate_cases,
+                                     candidates=_candidates(args.candidates), exhaustive_search=args.exhaustive_search,
+                                     min_speedup=args.min_speedup, progress=_progress)
     except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))

@@ -1,4 +1,5 @@
-"""CUDA targets without a GPU: the build refuses before any work, and the FP16 export has the promised structure.
+"""CUDA targets without a GPU: the build refuses before any work, meets the guards every target meets, and the
+FP16 export has the promised structure.
 
 The FP16 numbers here come from the CPU provider: a smoke test of the graph, never its gate,
 which runs only on the GPU that serves (scripts/gpu_check.sh, docs/gpu.md).
@@ -13,14 +14,17 @@ from typing import Any
 
 import pytest
 
+from laya_artifacts.build import TARGETS, build_artifact
 from laya_artifacts.cli import main as cli
 from laya_artifacts.cuda import CUDA_TARGETS, convert_fp16, keeps_fp32
+from laya_artifacts.gate_corpus import GateCasesError
 from laya_artifacts.goldens import load_goldens
 from laya_artifacts.parity import TOLERANCES, run_gate
-from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE
-from laya_serverless.core.providers import CUDA_PROVIDER
+from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
+from laya_serverless.artifact.manifest import Manifest
+from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
 
-from ..conftest import GOLDENS
+from ..conftest import GOLDENS, golden_slice, write_goldens_file
 
 
 def _cuda_offered() -> bool:
@@ -46,6 +50,64 @@ def test_a_cuda_build_without_cuda_exits_non_zero_naming_the_provider_and_writes
     assert code != 0
     assert "CUDAExecutionProvider" in capsys.readouterr().err
     assert not out.exists()   # no directory, no graph, no manifest
+
+
+# An onnxruntime that offers CUDA: the device check passes, so the guards after it are what is tested.
+CUDA_OFFERED = Placement(available=lambda: [CUDA_PROVIDER, CPU_PROVIDER])
+
+
+def test_one_recipe_builds_every_target_and_names_them_all_for_an_unknown_one(tmp_path: Path) -> None:
+    assert TARGETS == ("cpu-int8", "cpu-fp32", "cuda-fp16", "cuda-fp32")
+    with pytest.raises(ValueError, match=r"unknown target 'tpu-int4'; choose one of cpu-int8, cpu-fp32, cuda-fp16, "
+                                         r"cuda-fp32"):
+        build_artifact(tmp_path / "checkpoint", "tpu-int4", tmp_path / "artifact")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_target_refuses_bad_gate_cases_and_a_full_out_dir_before_any_work(tmp_path: Path, target: str) -> None:
+    checkpoint, out = tmp_path / "checkpoint", tmp_path / "artifact"  # neither is read: the guards come first
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"state": "hi", "questions": {}}) + "\n")
+    with pytest.raises(GateCasesError, match=r"mine.jsonl:1: 'questions' is empty"):
+        build_artifact(checkpoint, target, out, gate_cases=[mine], placement=CUDA_OFFERED)
+    assert not out.exists()
+    out.mkdir()
+    (out / "model.onnx").write_bytes(b"")
+    with pytest.raises(FileExistsError, match=r"is not empty; builds never overwrite an artifact"):
+        build_artifact(checkpoint, target, out, placement=CUDA_OFFERED)
+    assert [p.name for p in out.iterdir()] == ["model.onnx"]
+
+
+@pytest.mark.slow
+def test_a_cuda_build_moved_to_the_cpu_provider_writes_the_cuda_block_and_gates_your_cases_smoke_only(
+        tiny_modernbert: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the gate (that runs on the GPU): the recipe's cuda path with its gates on the CPU provider and a fake
+    GPU, to show what the shared tail writes for a cuda target, users' gate cases included."""
+    from laya_artifacts import build
+
+    gate = build.run_gate
+    monkeypatch.setattr(build, "run_gate", lambda artifact, goldens, target, **kw: gate(
+        artifact, goldens, target, **{**kw, "device": "cpu"}))
+    monkeypatch.setattr(build, "gpu_profile", lambda: {"gpu": {"name": "a fake GPU"}, "gpu_count": 1})
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"id": "mine", "split": "confirmation", "state": "cancel my plan", "questions": {
+        "cancel": {"type": "noul", "instructions": "Does the user want to cancel?"}}}) + "\n")
+    goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0), tmp_path / "g")
+    out, report = build_artifact(tiny_modernbert[0], "cuda-fp32", tmp_path / "a", goldens_path=goldens,
+                                 gate_cases=[mine], placement=CUDA_OFFERED)
+    assert report.passed and report.corpus["summary"]["user_rows_added"] == 1
+    manifest = Manifest.load(out).raw
+    config = manifest["configuration"]
+    assert config["target"] == "cuda-fp32" and config["precision"] == {"weights": "fp32", "tf32": False}
+    assert config["graph"]["optimized_offline"] is None and config["graph"]["fusion"]["MultiHeadAttention"] > 0
+    assert not DecodeConfig.load(out).optimized_offline
+    cuda = config["cuda"]
+    assert cuda["build_gpu"]["gpu"] == {"name": "a fake GPU"} and cuda["provider_options"] == {"use_tf32": "0"}
+    assert cuda["cpu_retry"]["provider"] == CPU_PROVIDER and cuda["cpu_retry"]["passed"]
+    assert json.loads((out / "parity_report.json").read_text())["cpu_retry"]["passed"]
+    assert "cpu retry (same graph on CPUExecutionProvider)" in (out / "parity_report.txt").read_text()
+    assert set(manifest["files"]) == {GRAPH_FILE, TOKENIZER_FILE, DECODE_CONFIG_FILE, "parity_report.json",
+                                      "parity_report.txt"}
 
 
 def _types(model: Any) -> dict[str, int]:

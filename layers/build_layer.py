@@ -7,7 +7,10 @@
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
 - function: `<out>/<arch>/function/` — the runtime package, plus the torch-free modules of laya_artifacts
-            that replay the gate (the deploy-time gate function runs them on Lambda's own CPU).
+            that replay the gate (the deploy-time gate function runs them on Lambda's own CPU);
+- runtime:  `<out>/<arch>/runtime/` — not deployed: the runtime interface client (`awslambdaric`, pinned
+            in pyproject's `lambda-runtime` extra) standing for the managed runtime's `/var/runtime` in
+            the tests that run the package as Lambda runs it (tests/cloud/test_lambda_runtime.py).
 
 Fails when layer + function exceed what Lambda accepts unzipped (250 MB) and prints the sizes.
 On x86_64 with a Python 3.12 at hand it then imports the real handler module from the build,
@@ -45,6 +48,17 @@ def runtime_requirements() -> list[str]:
     return list(project["dependencies"])
 
 
+def interface_client_requirements() -> list[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return list(project["optional-dependencies"]["lambda-runtime"])
+
+
+def pip_install_for_lambda(site: Path, platforms: list[str], requirements: list[str]) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site),
+                    "--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:", *platforms,
+                    *requirements], check=True)
+
+
 def find_python312(explicit: str | None) -> str | None:
     if explicit:
         return explicit
@@ -73,9 +87,8 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     site = target / "layer" / "python"
     platforms = [arg for tag in PLATFORMS[arch] for arg in ("--platform", tag)]
     say("installing %s for CPython 3.12 %s into %s" % (", ".join(runtime_requirements()), arch, site))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site),
-                    "--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:", *platforms,
-                    *runtime_requirements()], check=True)
+    pip_install_for_lambda(site, platforms, runtime_requirements())
+    pip_install_for_lambda(target / "runtime", platforms, interface_client_requirements())
     for relative in TRIM:
         shutil.rmtree(site / relative, ignore_errors=True)
     for path in sorted(site.rglob("*"), reverse=True):

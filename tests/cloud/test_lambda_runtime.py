@@ -1,0 +1,166 @@
+"""The API function's built package under the real Lambda runtime interface client, as the stack declares it:
+Python 3.12, the handler and environment from the synthesized template, read-only code, a 512 MB `/tmp`,
+the function's memory as a hard limit (`lambda_runtime.py` says how). AWS APIs are moto's server.
+
+Saved API Gateway events are invoked through the Runtime API, and SnapStart's order is played as Lambda
+plays it: INIT, the before-snapshot hooks, `restore/next`, the after-restore hooks, then invocations.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+
+from laya_artifacts.publish import publish
+from laya_serverless.artifact.store import open_store
+
+from . import lambda_runtime as lr
+from .conftest import BUCKET, REGION, bucket_ids, function_with_handler, resolve
+from .test_api_permissions import _relabelled
+
+pytestmark = pytest.mark.slow
+EVENTS = Path(__file__).resolve().parents[1] / "events"
+API_HANDLER = "laya_serverless.handler.handler"
+SECRET_NAME, KEY, ROTATED = "laya-api-key", "local-test-key", "rotated-after-the-snapshot"
+why_not = lr.can_sandbox()
+if why_not:  # every machine this project tests on runs tests as root; say so loudly where one does not
+    pytest.fail("the Lambda runtime tier cannot run here: %s" % why_not, pytrace=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _event(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads((EVENTS / name).read_text())
+    return loaded
+
+
+@pytest.fixture
+def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line a request otherwise
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = "http://127.0.0.1:%d" % port
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", REGION), ("AWS_ENDPOINT_URL", endpoint)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    yield endpoint
+    urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST")).close()
+    server.stop()
+
+
+@pytest.fixture
+def deployed(moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> SimpleNamespace:
+    """The stack's API function (cpu-fp32, path prefix /laya) with the tiny artifact published to its bucket."""
+    template = synth(target="cpu-fp32", prefix="/laya")[1]
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    secrets = boto3.client("secretsmanager", region_name=REGION)
+    secrets.create_secret(Name=SECRET_NAME, SecretString=KEY)
+    [secret_id] = [lid for lid, r in template["Resources"].items() if r["Type"] == "AWS::SecretsManager::Secret"]
+    function = function_with_handler(template, API_HANDLER)
+    raw = function["Environment"]["Variables"]
+    environ = {k: str(resolve(v, bucket_ids(template), {secret_id: SECRET_NAME})) for k, v in raw.items()}
+    publish(_relabelled(tiny_fp32, tmp_path / "fp32", "demo", int8=False),
+            open_store(environ["LAYA_STORE"], s3_client=s3))
+    machine = environ["LAYA_JOBS_STATE_MACHINE"].rpartition(":")[2]
+    boto3.client("stepfunctions", region_name=REGION).create_state_machine(  # recorded, not run, here
+        name=machine, definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
+        roleArn="arn:aws:iam::123456789012:role/engine")
+    s3.put_object(Bucket=BUCKET, Key="laya-artifacts/jobs/input/tickets.jsonl",
+                  Body=b"".join(b'"ticket %d: i was charged twice"\n' % i for i in range(40)))
+    environ.update(AWS_LAMBDA_FUNCTION_NAME="LayaServerless-Api", AWS_ACCESS_KEY_ID="testing",
+                   AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=moto_server)
+    return SimpleNamespace(environ=environ, memory_mb=int(function["MemorySize"]), secrets=secrets,
+                           snapstart=function.get("SnapStart"), package=lr.built("x86_64"))
+
+
+@pytest.fixture
+def environment(deployed: SimpleNamespace, tmp_path: Path) -> Iterator[Any]:
+    started: list[lr.ExecutionEnvironment] = []
+    memory = lr.MemoryLimit(deployed.memory_mb)
+
+    def launch(snapstart: bool) -> lr.ExecutionEnvironment:
+        env = lr.start(deployed.package, API_HANDLER, deployed.environ, memory, tmp_path / "function.log",
+                       snapstart=snapstart)
+        started.append(env)
+        return env
+
+    yield launch
+    for env in started:
+        env.stop()
+    memory.close()
+
+
+def _answer(reply: tuple[str, Any]) -> tuple[int, Any]:
+    kind, payload = reply
+    assert kind == "response", "the function raised: %s" % payload
+    body = payload["body"]
+    if payload.get("isBase64Encoded"):
+        body = base64.b64decode(body).decode()
+    return payload["statusCode"], json.loads(body)
+
+
+def _with_key(event: dict[str, Any], key: str) -> dict[str, Any]:
+    """A REST API event with another bearer key (in `headers` and `multiValueHeaders`, which Mangum reads)."""
+    changed = dict(event)
+    for field, value in (("headers", "Bearer %s" % key), ("multiValueHeaders", ["Bearer %s" % key])):
+        kept = {k: v for k, v in (event.get(field) or {}).items() if k.lower() != "authorization"}
+        changed[field] = {**kept, "Authorization": value}
+    return changed
+
+
+def test_the_api_package_runs_under_the_runtime_interface_client(environment: Any,
+                                                                 deployed: SimpleNamespace) -> None:
+    env = environment(snapstart=False)
+    init = env.init_seconds(snapstart=False)
+    status, body = _answer(env.api.invoke(_event("rest-v1-systemone-base64-base-path.json")))
+    assert status == 200 and body["answers"], body
+    status, health = _answer(env.api.invoke(_event("http-api-v2-health.json")))
+    assert status == 200 and health["status"] == "ok", health
+    status, job = _answer(env.api.invoke(_event("rest-v1-jobs-submit.json")))
+    assert status == 202 and job["status"] == "queued" and job["states"] == 40, job
+    kind, malformed = env.api.invoke({"httpMethod": 7, "unexpected": True})
+    assert kind == "response" and malformed["statusCode"] == 400, malformed  # answered, never raised
+    status, refused = _answer(env.api.invoke(_with_key(_event("rest-v1-systemone-base64-base-path.json"), "x")))
+    assert status == 401
+    peak = env.memory.peak_mb()
+    assert env.process.poll() is None and not env.memory.oom_killed(), env.log()[-3000:]
+    assert peak <= deployed.memory_mb, "peak %.0f MB over the function's %d MB" % (peak, deployed.memory_mb)
+    print("INIT %.2f s, peak %.0f MB of %d MB (%s)" % (init, peak, deployed.memory_mb,
+                                                       "cgroup" if env.memory.enforced else "peak RSS"))
+
+
+def test_snapstart_hooks_run_in_lambda_s_order_and_a_rotated_key_is_read_after_restore(
+        environment: Any, deployed: SimpleNamespace) -> None:
+    assert deployed.snapstart == {"ApplyOn": "PublishedVersions"}  # the stack's default
+    env = environment(snapstart=True)
+    env.init_seconds(snapstart=True)  # INIT and the before-snapshot hooks ran: the runtime waits to be restored
+    assert "warmed demo before the snapshot" in env.log() or "warmed english before the snapshot" in env.log()
+    assert env.api.first_call("/invocation/next") is None
+    deployed.secrets.put_secret_value(SecretId=SECRET_NAME, SecretString=ROTATED)  # rotated while snapshotted
+    env.api.restore()
+    env.api.wait_for("/invocation/next", 60)
+    assert env.api.record.restore_error is None, env.api.record.restore_error
+    event = _event("rest-v1-systemone-base64-base-path.json")
+    status, _ = _answer(env.api.invoke(_with_key(event, ROTATED)))
+    assert status == 200
+    status, _ = _answer(env.api.invoke(_with_key(event, KEY)))
+    assert status == 401  # the snapshot's key stopped working

@@ -35,6 +35,8 @@ STORE = "LAYA_STORE"
 DEPLOYED = "LAYA_DEPLOYED"  # comma list of NAME or NAME=STORED_CHECKPOINT, e.g. "english=demo"
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
+# Lambda: graphs stream into memory, never into the cache: a checkpoint's FP32 graph outgrows the 512 MB /tmp
+GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
@@ -153,6 +155,7 @@ class Settings:
     deployed: dict[str, str] = field(default_factory=lambda: {"english": "demo"})
     target: str = DEFAULT_CPU_TARGET
     cache_dir: str | None = None
+    graph_in_memory: bool = False
     api_base_path: str = "/"
     api_key_secret: str | None = None
     max_reads_per_client: int = 4
@@ -219,6 +222,7 @@ class Settings:
             deployed=deployed,
             target=target,
             cache_dir=env.get(CACHE_DIR, "").strip() or None,
+            graph_in_memory=_bool(env, GRAPH_IN_MEMORY, False),
             api_base_path=env.get(API_BASE_PATH, "").strip() or "/",
             api_key_secret=env.get(API_KEY_SECRET, "").strip() or None,
             max_reads_per_client=_positive_int(env, READS_PER_CLIENT, 4),

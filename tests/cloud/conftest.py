@@ -18,6 +18,7 @@ import fnmatch
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -143,11 +144,13 @@ class S3AsDocumented:
     def __init__(self, client: Any, statements: list[dict[str, Any]]) -> None:
         self._client, self._statements = client, statements
         self.denied_absences: list[str] = []
+        self.read_keys: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
     def _call(self, method: str, **kwargs: Any) -> Any:
+        self.read_keys.append(kwargs["Key"])
         try:
             return getattr(self._client, method)(**kwargs)
         except ClientError as exc:
@@ -163,6 +166,25 @@ class S3AsDocumented:
 
     def head_object(self, **kwargs: Any) -> Any:
         return self._call("head_object", **kwargs)
+
+
+@pytest.fixture(scope="session")
+def modernbert_base_fp32(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A cpu-fp32 artifact of a random checkpoint shaped like ModernBERT-base (a real Laya checkpoint's size:
+    a 626 MiB graph), gated on the first 4 cases of the built-in corpus only: what it proves is size, not
+    fidelity (the tiny and MiniLM checkpoints carry the full gate). Built once per test session (~100 s)."""
+    from laya_artifacts.build import build_artifact
+    from laya_artifacts.checkpoints import make_checkpoint
+    from laya_artifacts.gate_corpus import builtin_cases
+    from laya_artifacts.goldens import record_goldens
+
+    root = tmp_path_factory.mktemp("modernbert-base")
+    checkpoint = make_checkpoint("modernbert-base", root / "checkpoint")
+    goldens = record_goldens(Path(checkpoint), "modernbert-base", None, cases=builtin_cases()[:4])
+    (root / "goldens.json").write_text(json.dumps(goldens), encoding="utf-8")
+    out, _ = build_artifact(Path(checkpoint), "cpu-fp32", root / "fp32", name="modernbert-base",
+                            goldens_path=root / "goldens.json")
+    return out
 
 
 @pytest.fixture

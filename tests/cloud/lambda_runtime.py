@@ -50,6 +50,10 @@ def built(arch: str = "x86_64") -> Path:
     missing = [p for p in ("layer/python", "function/laya_serverless", "runtime/awslambdaric")
                if not (target / p).is_dir()]
     assert not missing, "build/lambda/%s lacks %s: run `make layer ARCH=%s` first" % (arch, missing, arch)
+    source = ROOT / "functions" / "laya_serverless"
+    stale = [str(p.relative_to(source)) for p in source.rglob("*.py")
+             if p.read_bytes() != (target / "function" / "laya_serverless" / p.relative_to(source)).read_bytes()]
+    assert not stale, "build/lambda/%s is older than the source (%s): run `make layer`" % (arch, stale[:3])
     return target
 
 

@@ -73,12 +73,15 @@ def test_an_int8_deployment_gated_elsewhere_falls_back_to_fp32_with_its_role(aws
                                                                              tmp_path: Path) -> None:
     template = synth()[1]  # the stack's default target: cpu-int8
     _publish(aws, template, _relabelled(tiny_fp32, tmp_path / "fp32", "demo", int8=False))
-    _publish(aws, template, _relabelled(tiny_fp32, tmp_path / "int8", "demo", int8=True))
+    int8_id = _publish(aws, template, _relabelled(tiny_fp32, tmp_path / "int8", "demo", int8=True))
     assembled, client = _cold_start(template, tmp_path)
     assert assembled.unavailable is None, "the API role cannot read what the FP32 fallback needs"
     assert assembled.deployment is not None
     assert assembled.deployment.target_fallbacks["english"]["served"] == "cpu-fp32"
     assert client.denied_absences == []  # the missing gate record read as absent (404), not denied (403)
+    # refused from its manifest: the int8 graph never moved (Lambda's /tmp could not hold both graphs)
+    assert [k for k in client.read_keys if k.startswith("laya-artifacts/artifacts/%s/" % int8_id)] == [
+        "laya-artifacts/artifacts/%s/manifest.json" % int8_id]
 
 
 def test_an_int8_deployment_with_a_gate_record_for_this_cpu_serves_int8(aws: Any, synth: Any, tiny_fp32: Path,

@@ -66,10 +66,9 @@ def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.stop()
 
 
-@pytest.fixture
-def deployed(moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> SimpleNamespace:
-    """The stack's API function (cpu-fp32, path prefix /laya) with the tiny artifact published to its bucket."""
-    template = synth(target="cpu-fp32", prefix="/laya")[1]
+def _deploy(synth: Any, artifact: Path, tmp_path: Path, endpoint: str, **context: str) -> SimpleNamespace:
+    """The stack's API function (path prefix /laya) with `artifact` published to its bucket as the demo."""
+    template = synth(prefix="/laya", **context)[1]
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
     secrets = boto3.client("secretsmanager", region_name=REGION)
@@ -78,8 +77,10 @@ def deployed(moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> S
     function = function_with_handler(template, API_HANDLER)
     raw = function["Environment"]["Variables"]
     environ = {k: str(resolve(v, bucket_ids(template), {secret_id: SECRET_NAME})) for k, v in raw.items()}
-    publish(_relabelled(tiny_fp32, tmp_path / "fp32", "demo", int8=False),
-            open_store(environ["LAYA_STORE"], s3_client=s3))
+    store = open_store(environ["LAYA_STORE"], s3_client=s3)
+    publish(_relabelled(artifact, tmp_path / "fp32", "demo", int8=False), store)
+    if context.get("target", "cpu-int8") == "cpu-int8":  # an int8 artifact gated on other kernels: FP32 served
+        publish(_relabelled(artifact, tmp_path / "int8", "demo", int8=True), store)
     machine = environ["LAYA_JOBS_STATE_MACHINE"].rpartition(":")[2]
     boto3.client("stepfunctions", region_name=REGION).create_state_machine(  # recorded, not run, here
         name=machine, definition=json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}),
@@ -87,26 +88,32 @@ def deployed(moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> S
     s3.put_object(Bucket=BUCKET, Key="laya-artifacts/jobs/input/tickets.jsonl",
                   Body=b"".join(b'"ticket %d: i was charged twice"\n' % i for i in range(40)))
     environ.update(AWS_LAMBDA_FUNCTION_NAME="LayaServerless-Api", AWS_ACCESS_KEY_ID="testing",
-                   AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=moto_server)
+                   AWS_SECRET_ACCESS_KEY="testing", AWS_ENDPOINT_URL=endpoint)
     return SimpleNamespace(environ=environ, memory_mb=int(function["MemorySize"]), secrets=secrets,
                            snapstart=function.get("SnapStart"), package=lr.built("x86_64"))
 
 
 @pytest.fixture
-def environment(deployed: SimpleNamespace, tmp_path: Path) -> Iterator[Any]:
-    started: list[lr.ExecutionEnvironment] = []
-    memory = lr.MemoryLimit(deployed.memory_mb)
+def deployed(moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> SimpleNamespace:
+    return _deploy(synth, tiny_fp32, tmp_path, moto_server, target="cpu-fp32")
 
-    def launch(snapstart: bool) -> lr.ExecutionEnvironment:
-        env = lr.start(deployed.package, API_HANDLER, deployed.environ, memory, tmp_path / "function.log",
-                       snapstart=snapstart)
+
+@pytest.fixture
+def environment(tmp_path: Path) -> Iterator[Any]:
+    """`launch(deployed, snapstart)`: one execution environment of `deployed`, stopped at the end."""
+    started: list[lr.ExecutionEnvironment] = []
+
+    def launch(deployed: SimpleNamespace, snapstart: bool) -> lr.ExecutionEnvironment:
+        memory = lr.MemoryLimit(deployed.memory_mb)
+        env = lr.start(deployed.package, API_HANDLER, deployed.environ, memory,
+                       tmp_path / ("function-%d.log" % len(started)), snapstart=snapstart)
         started.append(env)
         return env
 
     yield launch
     for env in started:
         env.stop()
-    memory.close()
+        env.memory.close()
 
 
 def _answer(reply: tuple[str, Any]) -> tuple[int, Any]:
@@ -116,6 +123,13 @@ def _answer(reply: tuple[str, Any]) -> tuple[int, Any]:
     if payload.get("isBase64Encoded"):
         body = base64.b64decode(body).decode()
     return payload["statusCode"], json.loads(body)
+
+
+def _authorized_health() -> dict[str, Any]:
+    """GET /health with the bearer key, as a REST API event (the saved POST's, re-aimed)."""
+    event = _event("rest-v1-systemone-base64-base-path.json")
+    return {**event, "httpMethod": "GET", "path": "/laya/health", "body": None, "isBase64Encoded": False,
+            "requestContext": {**event["requestContext"], "httpMethod": "GET", "path": "/prod/laya/health"}}
 
 
 def _with_key(event: dict[str, Any], key: str) -> dict[str, Any]:
@@ -129,7 +143,7 @@ def _with_key(event: dict[str, Any], key: str) -> dict[str, Any]:
 
 def test_the_api_package_runs_under_the_runtime_interface_client(environment: Any,
                                                                  deployed: SimpleNamespace) -> None:
-    env = environment(snapstart=False)
+    env = environment(deployed, snapstart=False)
     init = env.init_seconds(snapstart=False)
     status, body = _answer(env.api.invoke(_event("rest-v1-systemone-base64-base-path.json")))
     assert status == 200 and body["answers"], body
@@ -151,7 +165,7 @@ def test_the_api_package_runs_under_the_runtime_interface_client(environment: An
 def test_snapstart_hooks_run_in_lambda_s_order_and_a_rotated_key_is_read_after_restore(
         environment: Any, deployed: SimpleNamespace) -> None:
     assert deployed.snapstart == {"ApplyOn": "PublishedVersions"}  # the stack's default
-    env = environment(snapstart=True)
+    env = environment(deployed, snapstart=True)
     env.init_seconds(snapstart=True)  # INIT and the before-snapshot hooks ran: the runtime waits to be restored
     assert "warmed demo before the snapshot" in env.log() or "warmed english before the snapshot" in env.log()
     assert env.api.first_call("/invocation/next") is None
@@ -164,3 +178,29 @@ def test_snapstart_hooks_run_in_lambda_s_order_and_a_rotated_key_is_read_after_r
     assert status == 200
     status, _ = _answer(env.api.invoke(_with_key(event, KEY)))
     assert status == 401  # the snapshot's key stopped working
+
+
+@pytest.mark.parametrize("snapstart", [False, True], ids=["on-demand", "snapstart"])
+def test_a_checkpoint_sized_artifact_loads_within_the_default_memory_and_a_512_mb_tmp(
+        environment: Any, moto_server: str, synth: Any, modernbert_base_fp32: Path, tmp_path: Path,
+        snapstart: bool) -> None:
+    """The stack's defaults (cpu-int8, memory, SnapStart) with a ModernBERT-base-sized checkpoint: its int8
+    artifact gated on other kernels is refused from its manifest, and the 626 MiB FP32 graph it falls back to
+    streams into memory, never into /tmp."""
+    graph_mb = (modernbert_base_fp32 / "model.onnx").stat().st_size / 2**20
+    assert graph_mb > lr.TMP_SIZE_MB  # the case: the graph cannot be fetched to /tmp
+    deployed = _deploy(synth, modernbert_base_fp32, tmp_path, moto_server)
+    env = environment(deployed, snapstart=snapstart)
+    init = env.init_seconds(snapstart=snapstart)
+    if snapstart:
+        env.api.restore()
+    status, body = _answer(env.api.invoke(_event("rest-v1-systemone-base64-base-path.json")))
+    assert status == 200 and body["answers"], body
+    status, health = _answer(env.api.invoke(_authorized_health()))
+    assert status == 200 and health["target_fallbacks"]["english"]["served"] == "cpu-fp32", health
+    peak = env.memory.peak_mb()
+    assert env.process.poll() is None and not env.memory.oom_killed(), env.log()[-3000:]
+    assert peak <= deployed.memory_mb, "peak %.0f MB over the function's %d MB" % (peak, deployed.memory_mb)
+    print("\n%s: graph %.0f MiB, INIT %.2f s, peak %.0f MB of %d MB (%s)" % (
+        "SnapStart" if snapstart else "on demand", graph_mb, init, peak, deployed.memory_mb,
+        "memory cgroup, tmpfs /tmp included" if env.memory.enforced else "peak RSS"))

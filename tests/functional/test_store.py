@@ -209,3 +209,24 @@ def test_store_uris_are_checked() -> None:
         open_store("s3://")
     with pytest.raises(ArtifactError, match="use s3://bucket/prefix or a local folder"):
         open_store("gs://bucket/x")
+
+
+def test_a_graph_kept_in_memory_is_verified_served_and_never_written(tiny_fp32: Path, store: ObjectStore,
+                                                                     tmp_path: Path) -> None:
+    from laya_serverless.artifact.fetch import fetch_verified, read_manifest
+
+    artifact_id = publish(tiny_fp32, store)
+    fetched = fetch_verified(store, artifact_id, read_manifest(store, artifact_id), tmp_path / "cache",
+                             graph_in_memory=True)
+    assert not (fetched.directory / "model.onnx").exists()  # nothing graph-sized in the cache (Lambda's /tmp)
+    assert str(fetched.graph).startswith("/proc/self/fd/")
+    assert fetched.graph.read_bytes() == (tiny_fp32 / "model.onnx").read_bytes()
+    served = Decider.from_artifact(fetched.directory, verify=False, graph=fetched.graph)
+    fetched.release()
+    with pytest.raises(ArtifactError, match="closed"):
+        _ = fetched.graph
+    assert served.predict("I was charged twice", QUESTIONS) == Decider.from_artifact(tiny_fp32).predict(
+        "I was charged twice", QUESTIONS)
+    _overwrite(store, artifact_key(artifact_id, "model.onnx"), _flip_byte((tiny_fp32 / "model.onnx").read_bytes()))
+    with pytest.raises(ArtifactError, match="model.onnx.*sha256"):
+        fetch_verified(store, artifact_id, read_manifest(store, artifact_id), tmp_path / "other", graph_in_memory=True)

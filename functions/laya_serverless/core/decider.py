@@ -42,13 +42,15 @@ class Decider:
 
     @classmethod
     def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True, *,
-                      device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME) -> Decider:
+                      device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
+                      graph: Path | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
         before any byte is parsed; `verify=False` opens an unpublished export (tests, benchmarks).
         `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
-        `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`).
+        `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`); `graph`, the graph
+        where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory.
         """
         path = Path(artifact_dir)
         if verify:
@@ -56,7 +58,7 @@ class Decider:
         config = DecodeConfig.load(path)
         encoder = TextEncoder.from_artifact(path)
         with observe.span(observe.SESSION):
-            session = open_decision_session(path / GRAPH_FILE, device, threads=threads,
+            session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
                                             optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
                                             placement=placement)
         return cls(session, encoder, config)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, unproven_here
@@ -49,35 +49,48 @@ class Loaded:
 def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
                     placement: Placement) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
-    artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
-    refused = unproven_on_this_gpu(manifest, artifact_id, store, here)
+    artifact_id = published_id(store, stored, settings.target)
+    manifest = read_manifest(store, artifact_id)
+    refused = unproven_on_this_gpu(manifest[1], artifact_id, store, here)
     if refused is not None:
         raise DeviceUnavailable(refused)
-    decider = Decider.from_artifact(path, threads=settings.threads, verify=False, device=settings.device,
-                                    cpu_retry=cpu_retry_proven(manifest), placement=placement)
-    return decider, manifest, artifact_id
+    fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
+    try:
+        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False,
+                                        device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
+                                        placement=placement, graph=fetched.graph)
+    finally:
+        fetched.release()
+    return decider, fetched.manifest, artifact_id
 
 
 def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
               placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
     if settings.device != CPU:
-        decider, manifest, artifact_id = _load_on_device(store, stored, settings, cache, here, placement)
-        return decider, manifest, None, artifact_id
-    artifact_id, path, manifest = fetch_published(store, stored, settings.target, cache)
-    refused = unproven_here(manifest, artifact_id, store, here)
+        on_device, proven, device_artifact = _load_on_device(store, stored, settings, cache, here, placement)
+        return on_device, proven, None, device_artifact
+    # The manifest decides first: an int8 artifact unproven here is refused before its graph moves.
+    artifact_id = published_id(store, stored, settings.target)
+    manifest = read_manifest(store, artifact_id)
+    refused = unproven_here(manifest[1], artifact_id, store, here)
     fallback = None
     if refused is not None:
         if settings.target == FALLBACK_TARGET:
             raise ArtifactError(refused)
         _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
         try:
-            artifact_id, path, manifest = fetch_published(store, stored, FALLBACK_TARGET, cache)
+            artifact_id = published_id(store, stored, FALLBACK_TARGET)
+            manifest = read_manifest(store, artifact_id)
         except ArtifactError as exc:
             raise ArtifactError("%s; and no %s artifact to serve instead: %s"
                                 % (refused, FALLBACK_TARGET, exc)) from exc
         fallback = {"served": FALLBACK_TARGET, "reason": refused}
-    decider = Decider.from_artifact(path, threads=settings.threads, verify=False)  # fetch verified every file
-    return decider, manifest, fallback, artifact_id
+    fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
+    try:  # fetch verified every file
+        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False, graph=fetched.graph)
+    finally:
+        fetched.release()
+    return decider, fetched.manifest, fallback, artifact_id
 
 
 def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Loaded:

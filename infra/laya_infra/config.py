@@ -20,7 +20,7 @@ KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "arti
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate", "deploy_gate", "deploy_gate_strict")
+        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb")
 
 
 class ConfigError(ValueError):
@@ -187,6 +187,7 @@ class DeployConfig:
             values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
         values.update(_warm_start(raw))
         values.update(_jobs_values(raw))
+        values.update(_sized_for_graphs(raw, values))
         for key in ("deploy_gate", "deploy_gate_strict"):
             if raw[key] is not None:
                 values[key] = _bool(raw[key], key)
@@ -224,6 +225,32 @@ def _warm_start(raw: dict[str, Any]) -> dict[str, Any]:
                           "run SnapStart on provisioned instances (use %s to keep %d instances warm, or drop %s)"
                           % (_flag("snapstart", "false"), count, _flag("provisioned_concurrency", str(count))))
     return {"snapstart": False, "provisioned_concurrency": count}
+def memory_for_graph(graph_mb: int) -> int:
+    """The function memory (MB, a multiple of 64) a graph of `graph_mb` MiB needs at INIT: the graph in memory
+    (it never touches /tmp) while onnxruntime builds its session, and the runtime around them."""
+    needed = c.INIT_GRAPH_COPIES * graph_mb + c.INIT_BASE_MB
+    return -(-needed // 64) * 64
+
+
+def _sized_for_graphs(raw: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`-c graph_mb` (the largest deployed graph; the deploy command passes it): the API and jobs functions'
+    memory derived from it where not given, and a given one that is too small refused at synth."""
+    if raw["graph_mb"] is None:
+        return {}
+    graph_mb = _int(raw["graph_mb"], "graph_mb", 1, 4096, "626")
+    needed = memory_for_graph(graph_mb)
+    sized: dict[str, Any] = {}
+    for key, field_name, default in (("memory", "memory_mb", c.DEFAULT_MEMORY_MB),
+                                     ("jobs_memory", "jobs_memory_mb", c.DEFAULT_JOBS_MEMORY_MB)):
+        given = values.get(field_name)
+        if given is not None and given < needed:
+            raise ConfigError("context %r is %d MB, but a %d MiB graph needs %d MB at INIT (the graph in memory "
+                              "while onnxruntime builds its session; docs/deploy.md): use %s"
+                              % (key, given, graph_mb, needed, _flag(key, str(needed))))
+        sized[field_name] = given if given is not None else max(default, needed)
+    return sized
+
+
 def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if raw["jobs"] is not None:

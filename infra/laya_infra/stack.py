@@ -38,7 +38,9 @@ class LayaServerlessStack(Stack):
                 CfnOutput(self, name, value=value, description=description)
         if config.deploy_gate and is_int8_target(config.target):  # int8 serves only where its gate held
             gate = DeployGate(self, "DeployGate", config, artifacts, function.layer, dead_letters)
-            # the API's first instances load after the gate recorded (or did not) that int8 holds on this CPU
+            # The published version, not only the alias, waits for the gate: publishing the version is what runs
+            # the INIT that SnapStart snapshots, and that INIT must read the gate's record (or its absence).
+            function.function.current_version.node.add_dependency(gate.resource)
             function.alias.node.add_dependency(gate.resource)
             CfnOutput(self, "DeployGateFunctionName", value=gate.function.function_name,
                       description="Re-gate after publishing: aws lambda invoke --function-name <this> --payload "

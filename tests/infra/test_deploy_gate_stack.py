@@ -30,6 +30,11 @@ def test_int8_deploys_run_the_gate_on_the_api_functions_architecture_and_memory(
     assert properties["Strict"] == "false"
     [alias] = resources(raw, "AWS::Lambda::Alias").values()  # the API serves after the gate has run
     assert any(d.startswith("DeployGate") for d in alias.get("DependsOn", []))
+    # and its version is published after it too: that publication runs the INIT SnapStart snapshots
+    versions = [v for v in resources(raw, "AWS::Lambda::Version").values()
+                if v["Properties"]["FunctionName"] == {"Ref": next(k for k, r in raw["Resources"].items()
+                                                                   if r.get("Properties") is api)}]
+    assert versions and all(any(d.startswith("DeployGate") for d in v.get("DependsOn", [])) for v in versions)
     assert "DeployGateFunctionName" in raw["Outputs"]
 
 

@@ -283,6 +283,9 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
     ({"auth": "maybe"}, "-c auth=true"),
     ({"artifact_bucket": "Bad_Bucket"}, "-c artifact_bucket="),
     ({"deployed": "=demo"}, "-c deployed=english=demo"),
+    ({"graph_mb": "626", "memory": "1024"}, "a 626 MiB graph needs 1664 MB at INIT (the graph in memory"),
+    ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1664"),
+    ({"graph_mb": "big"}, "-c graph_mb=626"),
 ])
 def test_bad_context_fails_early_naming_the_flag(context, message, asset_dir):
     from laya_infra.config import ConfigError, DeployConfig
@@ -290,6 +293,14 @@ def test_bad_context_fails_early_naming_the_flag(context, message, asset_dir):
     values = {"asset_dir": str(asset_dir), **context}
     with pytest.raises(ConfigError, match=re.escape(message)):
         DeployConfig.from_context(values.get)
+
+
+def test_the_functions_memory_is_sized_for_the_deployed_graphs(synth):
+    """`-c graph_mb` (the deploy command passes the largest graph): the default memory grows to what INIT needs."""
+    assert api_function(synth(graph_mb="626")[1])["MemorySize"] == 2048  # a ModernBERT-base FP32 graph fits
+    raw = synth(graph_mb="900")[1]
+    assert api_function(raw)["MemorySize"] == 2240
+    assert api_function(synth(graph_mb="900", memory="3008")[1])["MemorySize"] == 3008
 
 
 def test_missing_lambda_package_says_how_to_build_it(tmp_path):

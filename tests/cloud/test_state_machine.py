@@ -8,6 +8,8 @@ LocalStack's), under the stack's own roles, with its Lambda tasks delivered to t
   role's policy (moto enforces resource ARNs only for S3 and SQS) and delivered in process to the jobs handler
   built as Lambda INIT builds it, with the jobs role's credentials and the function's environment from the
   template, over a real (tiny) artifact published to the bucket.
+- The 1,000-state job is submitted as the API function's POST /v1/jobs does it (its settings, its role),
+  the others as direct submissions to the jobs function.
 - A task's failure comes back as Lambda's invoke integration reports it: `FunctionError: Unhandled` and the
   `{"errorType", "errorMessage"}` payload the runtime interface client writes.
 
@@ -36,6 +38,8 @@ import pytest
 from laya_artifacts.publish import publish
 from laya_serverless.artifact.store import open_store
 from laya_serverless.jobs.handler import make_handler
+from laya_serverless.jobs.stepfunctions import stepfunctions_jobs
+from laya_serverless.settings import Settings
 
 from .conftest import (
     ACCOUNT,
@@ -49,7 +53,7 @@ from .conftest import (
     role_session,
     role_statements,
 )
-from .test_api_permissions import _relabelled
+from .test_api_permissions import _api, _relabelled
 
 pytestmark = pytest.mark.slow
 JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
@@ -146,6 +150,8 @@ def engine(aws: Any, synth: Any, tiny_fp32: Path, tmp_path: Path,
     artifact = _relabelled(tiny_fp32, tmp_path / "fp32", "demo", int8=False)
     publish(artifact, open_store(environ["LAYA_STORE"], s3_client=aws))
 
+    api_statements, api_environ = _api(template)
+    api_session = role_session(api_statements, "api-function")
     jobs_session = role_session(jobs_statements, "jobs-function")
     engine_session = role_session(engine_statements, "jobs-engine")
     _result_writer_on_state_input(monkeypatch)
@@ -156,8 +162,12 @@ def engine(aws: Any, synth: Any, tiny_fp32: Path, tmp_path: Path,
         deliveries: list[dict[str, Any]] = []
         fault: list[Callable[[dict[str, Any]], str | None]] = []
         _deliver_to(monkeypatch, handler, engine_statements, deliveries, fault)
+        # POST /v1/jobs as the API function runs it: its settings, its role's credentials
+        api_settings = Settings.from_environ({**api_environ, "LAYA_JOBS_TIME_BUDGET": "2"})
+        api_jobs = stepfunctions_jobs(api_settings, api_session.client("s3"), CheckedStates(states, api_statements))
         yield SimpleNamespace(handler=handler, states=states, machine_arn=machine_arn, admin=admin,
-                              queue_url=queue_url, deliveries=deliveries, fault=fault, store=environ["LAYA_STORE"])
+                              queue_url=queue_url, deliveries=deliveries, fault=fault, store=environ["LAYA_STORE"],
+                              api_jobs=api_jobs)
 
 
 def _deliver_to(monkeypatch: pytest.MonkeyPatch, handler: Any, engine_statements: list[dict[str, Any]],
@@ -196,11 +206,16 @@ def _lambda_error(error_type: str, message: str) -> dict[str, Any]:
             "Payload": {"errorType": error_type, "errorMessage": message}}
 
 
-def _run(engine: SimpleNamespace, n_states: int, job_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Submit `n_states` as a direct job, wait for its execution, and return (description, output lines)."""
-    accepted = engine.handler({"id": job_id, "states": ["ticket %d: i was charged twice" % i
-                                                        for i in range(n_states)], "questions": QUESTIONS},
-                              SimpleNamespace(aws_request_id="submit"))
+def _run(engine: SimpleNamespace, n_states: int, job_id: str,
+         through_api: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Submit `n_states` as a direct job (or as the API's POST /v1/jobs), wait for its execution, and return
+    (description, output lines)."""
+    body = {"states": ["ticket %d: i was charged twice" % i for i in range(n_states)], "questions": QUESTIONS}
+    if through_api:
+        worker = engine.handler.args[0]
+        accepted = engine.api_jobs.submit(body, worker.registry, worker.deployment.names, job_id=job_id)
+    else:
+        accepted = engine.handler({"id": job_id, **body}, SimpleNamespace(aws_request_id="submit"))
     assert accepted["status"] == "queued" and accepted["states"] == n_states
     execution_arn = "%s:%s" % (engine.machine_arn.replace(":stateMachine:", ":execution:"), job_id)
     deadline = time.monotonic() + 120
@@ -226,7 +241,7 @@ def _answers(engine: SimpleNamespace) -> list[int]:
 
 
 def test_a_1000_state_job_runs_through_the_state_machine_with_every_index_once(engine: SimpleNamespace) -> None:
-    job, lines = _run(engine, 1000, "thousand")
+    job, lines = _run(engine, 1000, "thousand", through_api=True)  # submitted by the API function's role
     assert job["status"] == "succeeded" and job["done"] == 1000 and job["failed"] == 0
     assert [line["index"] for line in lines] == list(range(1000))
     assert all("error" not in line and set(line["result"]["answers"]) == set(QUESTIONS) for line in lines)

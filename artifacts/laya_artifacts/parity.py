@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from laya_serverless import Decider, InferenceError
-from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CUDA_FP16, CUDA_FP32
+from laya_serverless.artifact.targets import GATE_TOLERANCES
 from laya_serverless.core.decode import option_probabilities, temperature_for
 from laya_serverless.core.providers import device_of_target
 from laya_serverless.core.questions import parse_questions
@@ -32,7 +32,7 @@ from laya_serverless.errors import QuestionError
 
 from .gate_corpus import SPLITS, split_for
 
-TOLERANCES = {CPU_FP32: 1e-4, CPU_INT8: 0.02, CUDA_FP16: 0.02, CUDA_FP32: 1e-4}
+TOLERANCES = GATE_TOLERANCES
 # One session thread: the gate is no benchmark, and ORT's spinning pool on a shared core slowed it 2x here.
 GATE_THREADS = 1
 

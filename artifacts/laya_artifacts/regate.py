@@ -19,7 +19,14 @@ from typing import Any
 
 from laya_serverless.artifact.fetch import fetch_published
 from laya_serverless.artifact.manifest import Manifest, sha256_bytes
-from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels
+from laya_serverless.artifact.platform import (
+    NO_RECORD,
+    cpu_profile,
+    gate_record,
+    gate_record_key,
+    int8_kernels,
+    proven_by_record,
+)
 from laya_serverless.artifact.store import ObjectStore, open_store
 from laya_serverless.errors import ArtifactError
 
@@ -90,8 +97,12 @@ def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir
     kernels = int8_kernels(cpu_profile())
     summary: dict[str, Any] = {"checkpoint": checkpoint, "target": target, "artifact": artifact_id,
                                "int8_kernels": kernels}
-    if store.read(gate_record_key(artifact_id, kernels)) is not None:
+    existing = proven_by_record(store, artifact_id, kernels, manifest.target)
+    if existing is None:
         return dict(summary, passed=True, recorded="already")
+    if existing != NO_RECORD:  # records are create-only: a bad one must be removed by hand, never trusted
+        return dict(summary, passed=False, failures=["%s under %s; delete it and deploy again"
+                                                     % (existing, gate_record_key(artifact_id, kernels))])
     report = run_gate(artifact_dir, published_goldens(store, manifest), manifest.target)
     summary.update(passed=report.passed, rows=report.rows, max_probability_error=report.max_probability_error,
                    hard_mismatches=sum(len(s.hard_mismatches) for s in report.splits.values()))

@@ -91,7 +91,8 @@ def test_an_int8_deployment_with_a_gate_record_for_this_cpu_serves_int8(aws: Any
     _, env = _api(template)
     here = cpu_profile()
     open_store(env["LAYA_STORE"], s3_client=aws).create(gate_record_key(artifact_id, int8_kernels(here)),
-                                                        gate_record(artifact_id, here, {"passed": True}))
+                                                        gate_record(artifact_id, here, {
+        "target": "cpu-int8", "passed": True, "rows": 10, "max_probability_error": 0.001, "max_action_error": 0.0}))
     assembled, _ = _cold_start(template, tmp_path)
     assert assembled.unavailable is None and assembled.deployment is not None
     assert assembled.deployment.target_fallbacks == {}

@@ -71,3 +71,16 @@ def test_the_custom_resource_reports_each_pair_and_fails_the_deploy_only_when_st
         handler(_event(store_dir, strict=True, checkpoint="never-published", target="cpu-int8"), None)
     deleted = handler(dict(_event(store_dir, "Delete"), PhysicalResourceId="gate-1"), None)
     assert deleted == {"PhysicalResourceId": "gate-1"}
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not json", b'{"passed": false}'])
+def test_a_gate_record_that_proves_nothing_is_never_answered_already(tiny_int8: Path, tmp_path: Path,
+                                                                     garbage: bytes) -> None:
+    store = LocalStore(tmp_path / "store")
+    artifact_id = publish(tiny_int8, store)
+    key = gate_record_key(artifact_id, int8_kernels(cpu_profile()))
+    store.create(key, garbage)
+    summary = regate_published(store, "tiny-modernbert", "cpu-int8", tmp_path / "cache")
+    assert summary["passed"] is False and "recorded" not in summary
+    assert "gate record was ignored" in summary["failures"][0] and key in summary["failures"][0]
+    assert store.read(key)[0] == garbage  # type: ignore[index]  (create-only: left for a person to remove)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import platform
 import subprocess
 import sys
@@ -74,8 +76,38 @@ def test_fp32_is_served_anywhere_and_int8_only_where_gated(tmp_path: Path) -> No
     assert reason is not None and "avx512-vnni" in reason and "avx2" in reason and "laya-artifacts import" in reason
 
 
+PASSED = {"target": "cpu-int8", "passed": True, "rows": 377, "max_probability_error": 0.012,
+          "max_action_error": 0.004}
+
+
 def test_a_gate_record_for_this_cpus_kernels_proves_it_here(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    store.create(gate_record_key("b" * 64, "avx2"), gate_record("b" * 64, AVX2, {"passed": True}))
+    store.create(gate_record_key("b" * 64, "avx2"), gate_record("b" * 64, AVX2, PASSED))
     assert unproven_here(_manifest("cpu-int8", VNNI), "b" * 64, store, AVX2) is None
     assert unproven_here(_manifest("cpu-int8", VNNI), "c" * 64, store, AVX2) is not None
+
+
+def _record(artifact: str = "b" * 64, **changes: Any) -> bytes:
+    return gate_record(artifact, AVX2, {**PASSED, **changes})
+
+
+@pytest.mark.parametrize("raw, why", [
+    (b"", "not JSON"), (b"garbage{", "not JSON"), (b"[1, 2]", "not a JSON object"), (b"{}", "names artifact"),
+    (b'{"passed": false}', "names artifact"),
+    (_record("d" * 64), "names artifact 'dddd"),
+    (_record(passed=False), "does not say passed"),
+    (_record(target="cpu-fp32"), "for target 'cpu-fp32'"),
+    (_record(rows=0), "gated no rows"),
+    (_record(max_probability_error=0.3), "not within the gate's tolerance 0.02"),
+    (_record(max_action_error=float("nan")), "not within"),
+    (_record(max_probability_error="0.001"), "not within"),
+    (json.dumps({"artifact": "b" * 64, "int8_kernels": "avx512-vnni", "report": PASSED}).encode(),
+     "gated on 'avx512-vnni' int8 kernels, not 'avx2'"),
+])
+def test_a_gate_record_is_trusted_only_for_what_it_proves(tmp_path: Path, raw: bytes, why: str) -> None:
+    """A record that exists proves nothing by existing: garbage, another artifact's, another class's, a failed
+    or an out-of-tolerance one is ignored, and the int8 artifact is refused here (its FP32 is served)."""
+    store = LocalStore(tmp_path)
+    store.create(gate_record_key("b" * 64, "avx2"), raw)
+    reason = unproven_here(_manifest("cpu-int8", VNNI), "b" * 64, store, AVX2)
+    assert reason is not None and "gate record was ignored: " in reason and why in reason

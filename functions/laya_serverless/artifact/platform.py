@@ -12,11 +12,15 @@ records the result beside the manifest under `gates/`).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from .cpu import cpu_profile
 from .manifest import Manifest
 from .store import ObjectStore
+from .targets import GATE_TOLERANCES
+
+_log = logging.getLogger("laya_serverless")
 
 # Most capable first: the first class whose flags a CPU has is the one ONNX Runtime's int8 kernels use.
 _X86_CLASSES = (("amx-int8", "amx_int8"), ("avx512-vnni", "avx512_vnni"), ("avx-vnni", "avx_vnni"),
@@ -47,17 +51,64 @@ def gate_record(artifact_id: str, profile: dict[str, Any], report: dict[str, Any
                        "report": report}, sort_keys=True).encode()
 
 
+def record_refusal(raw: bytes, artifact_id: str, kernels: str, target: str) -> str | None:
+    """Why a gate record does not prove `artifact_id` on `kernels` (None when it does): it must parse, name
+    this artifact and kernel class, say passed, and carry figures within the gate's own tolerance."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return "it is not JSON"
+    if not isinstance(record, dict):
+        return "it is not a JSON object"
+    report = record.get("report")
+    if record.get("artifact") != artifact_id:
+        return "it names artifact %r, not this one" % str(record.get("artifact"))[:80]
+    if record.get("int8_kernels") != kernels:
+        return "it was gated on %r int8 kernels, not %r" % (str(record.get("int8_kernels"))[:40], kernels)
+    if not isinstance(report, dict) or report.get("passed") is not True:
+        return "its report does not say passed"
+    if report.get("target") != target:
+        return "its report is for target %r, not %r" % (str(report.get("target"))[:40], target)
+    tolerance = GATE_TOLERANCES.get(target)
+    figures = [report.get("max_probability_error"), report.get("max_action_error")]
+    if not isinstance(report.get("rows"), int) or report["rows"] < 1:
+        return "its report gated no rows"
+    if tolerance is None or not all(isinstance(f, int | float) and 0 <= f <= tolerance for f in figures):
+        return "its figures %s are not within the gate's tolerance %s" % (figures, tolerance)
+    return None
+
+
+NO_RECORD = "no gate record"
+
+
+def proven_by_record(store: ObjectStore, artifact_id: str, kernels: str, target: str) -> str | None:
+    """None when a valid gate record proves the artifact on `kernels`; else why not (absent, or refused)."""
+    key = gate_record_key(artifact_id, kernels)
+    found = store.read(key)
+    if found is None:
+        return NO_RECORD
+    why = record_refusal(found[0], artifact_id, kernels, target)
+    if why is not None:
+        _log.warning("ignoring the gate record %s: %s", key, why)
+        return "its gate record was ignored: %s" % why
+    return None
+
+
 def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here: dict[str, Any]) -> str | None:
     """Why the artifact's gate does not hold on the CPU `here`, or None when it does."""
     if not is_int8(manifest):
         return None
     built = manifest.raw["configuration"].get("build_cpu") or {}
     wanted, have = int8_kernels(built), int8_kernels(here)
-    if wanted == have or store.read(gate_record_key(artifact_id, have)) is not None:
+    if wanted == have:
         return None
-    return ("int8 artifact %s was gated on %s int8 kernels (%s) and never on this CPU's %s (%s); int8 results "
+    record = proven_by_record(store, artifact_id, have, manifest.target)
+    if record is None:
+        return None
+    return ("int8 artifact %s was gated on %s int8 kernels (%s) and never on this CPU's %s (%s; %s); int8 results "
             "differ between them. Re-gate it here with `laya-artifacts import`, or serve cpu-fp32"
-            % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?")))
+            % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?"), record))
 
 
-__all__ = ["cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8", "unproven_here"]
+__all__ = ["cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8", "proven_by_record",
+           "record_refusal", "unproven_here"]

@@ -14,6 +14,9 @@ TARGETS = CPU_TARGETS + CUDA_TARGETS
 # What a deployment serves when its int8 artifact was never gated on this CPU's int8 kernels.
 FALLBACK_TARGET = CPU_FP32
 DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET = CPU_INT8, CUDA_FP16
+# The parity gate's largest allowed |probability change| per target, fixed before measurement: the build's
+# gate applies them, and the runtime checks a gate record's figures against them before trusting it.
+GATE_TOLERANCES = {CPU_FP32: 1e-4, CPU_INT8: 0.02, CUDA_FP16: 0.02, CUDA_FP32: 1e-4}
 
 
 def device_of(target: str) -> str:

@@ -75,6 +75,9 @@ def body(**fields: Any) -> dict[str, Any]:
     (body(input="jobs/input/../../pointers/secret.json"), 422, "is outside this deployment's job input prefix"),
     (body(input="/etc/passwd"), 422, "is outside this deployment's job input prefix"),
     (body(input="s3://elsewhere/jobs/input/good.jsonl"), 422, "is outside this deployment's job input prefix"),
+    # a segment longer than any store's file name (was an OSError: 500)
+    (body(input="jobs/input/" + "a" * 256 + ".jsonl"), 422, "is outside this deployment's job input prefix"),
+    (body(states=["a"], output="jobs/output/" + "o" * 1100), 422, "is outside this deployment's job output prefix"),
     (body(input=7), 400, "'input' must be a store URI"),
     (body(states=["a"], output="jobs/other.jsonl"), 422, "is outside this deployment's job output prefix"),
     (body(states=["a"], max_len=0), 422, "max_len must be a positive integer"),
@@ -90,6 +93,24 @@ def test_bad_job_requests_are_refused_with_a_detail(client: TestClient, request_
     response = client.post("/v1/jobs", json=request_body)
     assert response.status_code == status, response.text
     assert set(response.json()) == {"detail"} and detail in response.json()["detail"]
+
+
+def test_nan_and_infinities_in_a_job_are_accepted_as_the_decision_routes_accept_them(root: Path) -> None:
+    """A state holding NaN, Infinity or 1e400 answers 200 on /v1/systemone (as upstream's server); a job with the
+    same states is accepted and stored (it was a 500 text/plain, with orphan shards left in the store)."""
+    settings = Settings(api_key="k3y")
+    jobs = JobService(LocalStore(root), Idle(), settings)
+    app = TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
+                     headers={"Authorization": "Bearer k3y", "Content-Type": "application/json"})
+    states = b'[{"reading": NaN}, {"reading": Infinity}, {"reading": -Infinity}, {"reading": 1e400}]'
+    questions = b'{"churn": {"type": "noul", "instructions": "does the statement hold ?"}}'
+    for state in (b'{"reading": NaN}', b'{"reading": 1e400}'):
+        one = app.post("/v1/systemone", content=b'{"state": %s, "questions": %s}' % (state, questions))
+        assert one.status_code == 200, one.text
+    accepted = app.post("/v1/jobs", content=b'{"states": %s, "questions": %s}' % (states, questions))
+    assert accepted.status_code == 202, accepted.text
+    status = app.get("/v1/jobs/%s" % accepted.json()["id"])
+    assert status.status_code == 200 and status.json()["states"] == 4
 
 
 def test_body_limits_and_auth_are_the_decision_routes(client: TestClient) -> None:

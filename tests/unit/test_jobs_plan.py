@@ -58,7 +58,7 @@ def test_too_many_shards_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_job_ids_are_safe_key_segments() -> None:
     assert is_job_id("a1b2") and is_job_id("direct-0f3a") and not is_job_id("input")
-    assert not any(is_job_id(bad) for bad in ("", "../x", "a/b", "-lead", "x" * 81))
+    assert not any(is_job_id(bad) for bad in ("", "../x", "a/b", "-lead", "x" * 81, "abc\n", "abc\r\n"))
     assert shard_key("abc", 7) == "jobs/abc/shards/000007.json"
 
 

@@ -22,8 +22,9 @@ JOBS_PREFIX = "jobs/"
 INPUT_PREFIX = "jobs/input/"
 OUTPUT_PREFIX = "jobs/output/"
 RESERVED_IDS = ("input", "output")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")  # also a valid Step Functions execution name
-_KEY_SEGMENT = re.compile(r"^[A-Za-z0-9._=+@,-]+$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,79}")  # also a valid Step Functions execution name
+_KEY_SEGMENT = re.compile(r"[A-Za-z0-9._=+@,-]{1,255}")  # a file name on every store (255 bytes, ASCII here)
+_MAX_KEY = 1024  # S3's limit on a key, bytes
 
 
 def new_job_id() -> str:
@@ -31,7 +32,7 @@ def new_job_id() -> str:
 
 
 def is_job_id(text: str) -> bool:
-    return bool(_ID.match(text)) and text not in RESERVED_IDS
+    return bool(_ID.fullmatch(text)) and text not in RESERVED_IDS
 
 
 def job_key(job_id: str) -> str:
@@ -72,8 +73,8 @@ def key_in(store: ObjectStore, name: str, where: str, field: str) -> str:
     root = store.uri.rstrip("/") + "/"
     key = name[len(root):] if name.startswith(root) else name
     segments = key.split("/")
-    fits = (key.startswith(where) and len(key) > len(where) and "\\" not in key
-            and all(_KEY_SEGMENT.match(part) and part not in (".", "..") for part in segments))
+    fits = (key.startswith(where) and len(where) < len(key) <= _MAX_KEY
+            and all(_KEY_SEGMENT.fullmatch(part) and part not in (".", "..") for part in segments))
     if not fits:
         raise InvalidRequest("%s %r is outside this deployment's job %s prefix %s; put the file under it"
                              % (field, name, where.rstrip("/").rpartition("/")[2], uri_of(store, where)),

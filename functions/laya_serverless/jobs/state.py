@@ -31,8 +31,9 @@ def now() -> str:
 
 
 def encode(document: Any) -> bytes:
-    """The one JSON spelling of everything a job stores (what FastAPI's JSONResponse writes, too)."""
-    return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    """The one JSON spelling of everything a job stores. NaN and the infinities are kept as sent: the decision
+    routes (and upstream's server) accept them in a state, so a job does too, and stores them the same way."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def new_job(job_id: str, states: int, shards: int) -> Doc:

@@ -113,21 +113,44 @@ def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir
     return summary
 
 
+REQUEST_TYPES = ("Create", "Update", "Delete")
+
+
+def _gate_request(event: Any) -> tuple[str, str, list[tuple[str, str]], str]:
+    """(request type, store URI, (checkpoint, target) pairs, physical id) of a custom resource event; a malformed
+    one raises `ArtifactError` naming what is wrong (CloudFormation then reports the resource FAILED)."""
+    if not isinstance(event, dict) or event.get("RequestType") not in REQUEST_TYPES:
+        raise ArtifactError("the deploy gate takes a CloudFormation custom resource event (RequestType one of %s)"
+                            % ", ".join(REQUEST_TYPES))
+    properties = event.get("ResourceProperties")
+    store = properties.get("Store") if isinstance(properties, dict) else None
+    if not isinstance(store, str) or not store.strip():
+        raise ArtifactError("the deploy gate's ResourceProperties.Store must name the artifact store")
+    physical_id = "laya-deploy-gate-%s" % sha256_bytes(store.encode())[:16]  # never the store's name itself
+    pairs = properties.get("Artifacts") if isinstance(properties, dict) else None
+    if event["RequestType"] != "Delete" and (
+            not isinstance(pairs, list) or not pairs or not all(
+                isinstance(p, dict) and isinstance(p.get("checkpoint"), str) and isinstance(p.get("target"), str)
+                for p in pairs)):
+        raise ArtifactError("the deploy gate's ResourceProperties.Artifacts must be a non-empty list of "
+                            "{\"checkpoint\", \"target\"}: nothing to gate is not a pass")
+    return event["RequestType"], store, [(p["checkpoint"], p["target"]) for p in pairs or []], physical_id
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """The custom resource's onEvent (CDK Provider framework): re-gate every pair on Create and Update."""
-    properties = event.get("ResourceProperties") or {}
-    physical_id = "laya-deploy-gate-%s" % properties.get("Store", "store")
-    if event.get("RequestType") == "Delete":  # records are proofs about immutable artifacts: they stay
-        return {"PhysicalResourceId": event.get("PhysicalResourceId", physical_id)}
-    store = open_store(str(properties["Store"]))
+    request_type, store_uri, pairs, physical_id = _gate_request(event)
+    properties = event["ResourceProperties"]
+    if request_type == "Delete":  # records are proofs about immutable artifacts: they stay
+        return {"PhysicalResourceId": str(event.get("PhysicalResourceId") or physical_id)}
+    store = open_store(store_uri)
     results = []
     with tempfile.TemporaryDirectory(prefix="laya-gate-") as cache:
-        for pair in properties.get("Artifacts") or []:
+        for checkpoint, target in pairs:
             try:
-                result = regate_published(store, pair["checkpoint"], pair["target"], Path(cache))
+                result = regate_published(store, checkpoint, target, Path(cache))
             except ArtifactError as exc:  # nothing published yet, or no goldens: said, never silently passed
-                result = {"checkpoint": pair["checkpoint"], "target": pair["target"], "passed": False,
-                          "error": str(exc)}
+                result = {"checkpoint": checkpoint, "target": target, "passed": False, "error": str(exc)}
             LOG.info("deploy gate %s", json.dumps(result, sort_keys=True))
             results.append(result)
     failed = [r for r in results if not r.get("passed")]

@@ -84,3 +84,27 @@ def test_a_gate_record_that_proves_nothing_is_never_answered_already(tiny_int8: 
     assert summary["passed"] is False and "recorded" not in summary
     assert "gate record was ignored" in summary["failures"][0] and key in summary["failures"][0]
     assert store.read(key)[0] == garbage  # type: ignore[index]  (create-only: left for a person to remove)
+
+
+@pytest.mark.parametrize("event, message", [
+    (None, "RequestType one of"), ([], "RequestType one of"), ({}, "RequestType one of"),
+    ({"RequestType": "Explode", "ResourceProperties": {"Store": "s"}}, "RequestType one of"),
+    ({"RequestType": "Create"}, "Store must name"),
+    ({"RequestType": "Create", "ResourceProperties": []}, "Store must name"),
+    ({"RequestType": "Create", "ResourceProperties": {"Store": 7}}, "Store must name"),
+    ({"RequestType": "Create", "ResourceProperties": {"Store": "s"}}, "nothing to gate is not a pass"),
+    ({"RequestType": "Update", "ResourceProperties": {"Store": "s", "Artifacts": []}}, "non-empty list"),
+    ({"RequestType": "Create", "ResourceProperties": {"Store": "s", "Artifacts": ["demo"]}}, "non-empty list"),
+    ({"RequestType": "Create", "ResourceProperties": {"Store": "s", "Artifacts": [{"checkpoint": 1}]}},
+     "non-empty list"),
+])
+def test_a_malformed_custom_resource_event_fails_naming_what_is_wrong(event: Any, message: str) -> None:
+    """Never a KeyError or TypeError, and never `Passed: "true"` for a request that gates nothing."""
+    with pytest.raises(ArtifactError, match=message):
+        handler(event, None)  # type: ignore[arg-type]
+
+
+def test_the_physical_id_never_carries_the_store_s_name(tmp_path: Path) -> None:
+    deleted = handler({"RequestType": "Delete", "ResourceProperties": {"Store": "s3://secret-bucket/p"}}, None)
+    assert deleted["PhysicalResourceId"].startswith("laya-deploy-gate-")
+    assert "secret-bucket" not in deleted["PhysicalResourceId"]

@@ -171,6 +171,21 @@ def test_bad_events_and_refused_submissions_raise(aws: SimpleNamespace) -> None:
         call(aws, {"action": "answer", "job": "../x", "Items": []})
     with pytest.raises(InvalidRequest, match="outside this deployment's job input prefix"):  # Lambda retries -> DLQ
         call(aws, dict(event("jobs-direct-submission.json"), input="s3://other-bucket/jobs/input/x.jsonl"))
+    give_up = event("jobs-give-up-batch.json")
+    for attempts in ("three", -1, 0, True, 1.5, [3]):  # was ValueError / a silent default
+        with pytest.raises(JobError, match="'attempts' must be the number of tries"):
+            call(aws, dict(give_up, attempts=attempts))
+    with pytest.raises(JobError, match="must name a job"):
+        call(aws, {"action": "answer", "job": "abc\n", "Items": []})
+
+
+@pytest.mark.parametrize("error", ["a string", ["a", "list"], 7, None, {"Error": "ShardFailed", "Cause": [1]},
+                                   {"Error": "ShardFailed", "Cause": "not json"}])
+def test_a_give_up_with_a_malformed_error_still_gives_the_batch_up(aws: SimpleNamespace, error: Any) -> None:
+    upload_input(aws, states(N_STATES))
+    call(aws, event("jobs-direct-submission.json"))
+    given_up = call(aws, dict(event("jobs-give-up-batch.json"), error=error))  # was AttributeError
+    assert given_up == {"job": JOB, "given_up": [4, 5, 6, 7]}
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a loop boto3/moto leave unclosed

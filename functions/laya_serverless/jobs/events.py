@@ -31,6 +31,13 @@ def _shards(event: dict[str, Any]) -> list[int]:
     return [item["shard"] for item in items]
 
 
+def _attempts(event: dict[str, Any]) -> int:
+    attempts = event.get(ATTEMPTS, DEFAULT_ATTEMPTS)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+        raise JobError("%r must be the number of tries spent (1-1000)" % ATTEMPTS)
+    return attempts
+
+
 def submission_id(event: dict[str, Any], context: Any) -> str:
     """The job id of a direct submission: the caller's `id`, else one derived from the request id, which
     Lambda keeps across its own retries of an async invocation, so a retry resubmits the same job."""
@@ -64,7 +71,7 @@ def dispatch(worker: Worker, service: JobService, event: Any, context: Any) -> d
     if action == ANSWER:
         return worker.answer(job_id, _shards(event)).as_dict()
     if action == GIVE_UP:
-        detail = error_detail(event.get(ERROR), int(event.get(ATTEMPTS) or DEFAULT_ATTEMPTS))
+        detail = error_detail(event.get(ERROR), _attempts(event))
         return {JOB: job_id, "given_up": worker.give_up(job_id, _shards(event), detail)}
     if action == FINISH:
         error = event.get(ERROR)

@@ -54,12 +54,13 @@ class StepFunctionsEngine:
 
 def error_detail(error: Any, attempts: int) -> str:
     """A Step Functions catch's `{"Error", "Cause"}` as a client may read it: our refusal text or the error's name."""
-    name = str((error or {}).get("Error") or "unknown error")
+    error = error if isinstance(error, dict) else {}
+    name = str(error.get("Error") or "unknown error")
     why = "the worker failed (%s)" % name
     if name == "ShardFailed":
         try:
-            why = str(json.loads((error or {}).get("Cause") or "{}").get("errorMessage") or why)
-        except ValueError:
+            why = str(json.loads(str(error.get("Cause") or "{}")).get("errorMessage") or why)
+        except (ValueError, AttributeError):
             pass
     elif name == "States.Timeout":
         why = "the worker ran out of time"

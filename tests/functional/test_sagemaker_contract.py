@@ -85,6 +85,16 @@ def test_bad_custom_attributes_are_400s(attributes: str, detail: str) -> None:
     assert (response.status_code, response.json()) == (400, {"detail": detail})
 
 
+@pytest.mark.parametrize("attributes", ["laya-route=jobs", "batch", ";=;"])
+def test_without_the_key_bad_custom_attributes_are_401s(attributes: str) -> None:
+    """Auth comes first: a stranger learns nothing from how the attribute header is refused (was a 400)."""
+    client = app(Settings(api_key="k3y"))
+    response = client.post("/invocations", json=BODY, headers={ATTRIBUTES: attributes})
+    assert (response.status_code, response.json()) == (401, {"detail": "invalid or missing bearer token"})
+    keyed = client.post("/invocations", json=BODY, headers={ATTRIBUTES: attributes, "Authorization": "Bearer k3y"})
+    assert keyed.status_code == 400
+
+
 def test_ping_says_why_an_unavailable_deployment_is_not_ready() -> None:
     client = TestClient(create_app({}, Settings(), unavailable="artifacts missing"))
     response = client.get("/ping")

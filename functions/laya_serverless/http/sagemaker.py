@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response
 
-from ..errors import MalformedRequest, NotReady
+from ..errors import MalformedRequest, NotReady, Unauthenticated
 from .routes import Authorization, ServingDep, health, systemone, systemone_batch
 from .statuses import refusal_response
 
@@ -56,11 +56,18 @@ def ping(serve: ServingDep) -> Response:
 @router.post("/invocations")
 async def invocations(request: Request, serve: ServingDep, authorization: Authorization = None,
                       attributes: CustomAttributes = None) -> Any:
-    """A Jev `/v1/systemone` body, answered exactly as that route answers it (or the route the attributes name)."""
-    chosen = custom_attributes(attributes)
-    route = chosen.get(ROUTE, "systemone").lower()
-    if route not in ROUTES:
-        raise MalformedRequest("unknown %s %r; one of %s" % (ROUTE, route, ", ".join(ROUTES)))
+    """A Jev `/v1/systemone` body, answered exactly as that route answers it (or the route the attributes name).
+    Without a valid bearer, a malformed attribute header is a 401, not a 400: nothing is parsed for a stranger
+    beyond what routes to the open health answer."""
+    try:
+        chosen = custom_attributes(attributes)
+        route = chosen.get(ROUTE, "systemone").lower()
+        if route not in ROUTES:
+            raise MalformedRequest("unknown %s %r; one of %s" % (ROUTE, route, ", ".join(ROUTES)))
+    except MalformedRequest:
+        if not serve.authorized(authorization):
+            raise Unauthenticated("invalid or missing bearer token") from None
+        raise
     if route == "health":
         return health(serve, authorization)
     request = _with_encoding(request, chosen.get(ENCODING))

@@ -65,9 +65,10 @@ def make_worker(store: str | Path, poison: bool = False, settings: Settings = SE
     return Worker(open_store(store), deployment(poison, delay), settings, Registry(), analyse)
 
 
-def run_engine(store: str, delay: str) -> None:
-    """A server's job engine in a process of its own (for the kill test): resumes the store's jobs, forever."""
-    engine = LocalEngine(open_store(store), partial(make_worker, store, delay=float(delay)), processes=False)
+def run_engine(store: str, delay: str, processes: str = "") -> None:
+    """A server's job engine in a process of its own (for the kill tests): resumes the store's jobs, forever."""
+    engine = LocalEngine(open_store(store), partial(make_worker, store, delay=float(delay)),
+                         processes=bool(processes))
     engine.open()
     while True:
         time.sleep(1)

@@ -222,3 +222,48 @@ def test_a_server_killed_mid_job_finishes_it_on_restart(tmp_path: Path, finished
     got = [json.loads(line) for chunk in restarted.results(accepted["id"]) for line in chunk.splitlines()]
     assert [line["index"] for line in got] == list(range(N_STATES))
     assert [line["result"] for line in got] == [line["result"] for line in finished[2]]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_worker_processes_end_with_their_server(tmp_path: Path, how: signal.Signals) -> None:
+    """A server's job worker processes never outlive it (they stayed, reparented, holding a model's memory)."""
+    store = LocalStore(tmp_path)
+    accepted = JobService(store, DeadEngine(), SETTINGS).submit(
+        {"states": states(N_STATES), "questions": QUESTIONS, "lang": "en"}, Registry(), ["english"])
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    server = subprocess.Popen([sys.executable, "-c", "import sys; from tests.functional.jobs_support import "
+                               "run_engine; run_engine(*sys.argv[1:])", str(tmp_path), "0.2", "processes"],
+                              env=environ, cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 60  # until a loaded worker answered a shard and waits for the next
+        while read_job(store, accepted["id"])[0]["shards_done"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = _children(server.pid)
+        assert any(b"spawn_main" in Path("/proc/%d/cmdline" % w).read_bytes() for w in workers if _alive(w))
+    finally:
+        server.send_signal(how)
+        server.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {w: Path("/proc/%d/cmdline" % w).read_bytes()[:200] for w in workers if _alive(w)}
+    assert not left, "worker processes outlived their server: %s" % left

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import threading
 import time
@@ -39,8 +40,26 @@ WorkerFactory = Callable[[], Worker]
 _here = threading.local()  # the worker of this pool process or thread
 
 
+PARENT_POLL_S = 0.5
+
+
 def _start_worker(factory: WorkerFactory) -> None:
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid is not None:  # a worker process, not a thread
+        _watch_parent(parent.pid)  # the spawning server's pid: it may be gone already (reparented before this)
     _here.worker = factory()
+
+
+def _watch_parent(parent: int) -> None:
+    """End this worker process when its server ends, however it ends (SIGKILL included): it is reparented
+    then, and would otherwise wait forever on its pipe, holding a model's memory. A poll, not a parent-death
+    signal: Linux sends that when the *thread* that spawned the process exits, which here is any thread."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="laya-parent-watch", daemon=True).start()
 
 
 def _answer(job_id: str, shard: int) -> str:

@@ -44,12 +44,14 @@ $(CDK): infra/package.json infra/package-lock.json
 layer: $(BIN)/.installed
 	$(BIN)/python layers/build_layer.py --arch $(ARCH)
 
-## synth / deploy: the CDK app with the built package; pass context as CDK_ARGS="-c prefix=/laya ..."
+## synth: the CDK app with the built package; pass context as CDK_ARGS="-c prefix=/laya ..."
 synth: layer $(CDK)
 	cd infra && PATH="$(CURDIR)/$(BIN):$$PATH" ./node_modules/.bin/cdk synth --quiet -c arch=$(ARCH) $(CDK_ARGS)
 
+## deploy: build and gate the checkpoints, publish them to the bucket (created if absent), cdk deploy, wait for the
+## deploy gate, smoke-test the API (docs/deploy.md); CDK_ARGS="-c ..." for the stack, DEPLOY_ARGS for the command
 deploy: layer $(CDK)
-	cd infra && PATH="$(CURDIR)/$(BIN):$$PATH" ./node_modules/.bin/cdk deploy -c arch=$(ARCH) $(CDK_ARGS)
+	$(BIN)/laya-artifacts deploy -c arch=$(ARCH) $(CDK_ARGS) $(DEPLOY_ARGS)
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

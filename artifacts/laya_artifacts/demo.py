@@ -100,3 +100,12 @@ def assemble_demo(out_dir: Path, model_dir: Path | None = None, progress: Progre
     (out_dir / "laya_serverless_source.json").write_text(
         json.dumps({"kind": DEMO_NAME, "head_sha256": meta["head_sha256"]}) + "\n")
     return out_dir
+
+
+def demo_checkpoint(cache: Path, progress: Progress | None = None) -> Path:
+    """The demo checkpoint under `cache/checkpoints/demo-<head sha256[:12]>`, assembled once per shipped head."""
+    head_sha = demo_config()["head_sha256"]
+    checkpoint = Path(cache) / "checkpoints" / ("%s-%s" % (DEMO_NAME, head_sha[:12]))
+    if not (checkpoint / "rl_agent_config.json").is_file():
+        assemble_demo(checkpoint, progress=progress)
+    return checkpoint

@@ -188,3 +188,14 @@ def load_goldens(path: Path) -> dict[str, Any]:
     if path.is_dir():
         path = path / GOLDENS_FILE
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def recorded_goldens(checkpoint_dir: Path, name: str, directory: Path, revision: str | None = None,
+                     progress: Callable[[str], None] = lambda _m: None) -> Path:
+    """`directory/goldens.json`: the built-in gate corpus recorded with upstream the first time, reused after
+    (every target of a checkpoint is gated on the same rows, and recording is most of a build's time)."""
+    path = Path(directory) / GOLDENS_FILE
+    if not path.is_file():
+        progress("recording the gate corpus with upstream laya (PyTorch CPU FP32), once for this checkpoint")
+        write_goldens(record_goldens(Path(checkpoint_dir), name, revision, progress=progress), Path(directory))
+    return path

@@ -62,6 +62,15 @@ class GateFailed(LayaError):
         self.report = report
 
 
+class DeployFailed(LayaError):
+    """A step of `laya-artifacts deploy` could not go on. Raised inside a step with the reason alone; the command
+    raises it again naming the step (`step`), as its one line: "step 4/6 deploy: cdk exited 1 ..."."""
+
+    def __init__(self, message: str, step: str | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+
+
 class InferenceError(LayaError):
     """The model session failed or returned something unusable (for example a non-finite value)."""
 

@@ -268,9 +268,12 @@ def test_alarms_cover_errors_throttles_duration_and_cold_starts(synth):
 
 
 def test_outputs_name_the_url_bucket_store_and_secret(synth):
+    from laya_artifacts.deploy import OUTPUTS
+
     _, raw, _ = synth()
     assert {"ApiUrl", "ArtifactBucketName", "ArtifactStore", "ApiKeySecretArn", "JobsInputPrefix",
             "JobsOutputPrefix", "JobsFunctionName"} <= set(raw["Outputs"])
+    assert set(OUTPUTS) <= set(raw["Outputs"])  # what `laya-artifacts deploy` reads (the default target is int8)
 
 
 @pytest.mark.parametrize("context, message", [

@@ -17,6 +17,7 @@ step is raised as one `DeployFailed` naming it: "step 4/6 deploy: cdk exited 1 .
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from laya_serverless.artifact.layout import GRAPH_FILE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
 from laya_serverless.errors import DeployFailed, GateFailed
@@ -183,6 +185,11 @@ def plan_context(context: Mapping[str, str], built: Sequence[Built], progress: P
         why = "; ".join(by_name[s].refused.get(chosen, "not built") for s in lacking)
         raise DeployFailed("-c target=%s, but %s has no %s artifact (%s)" % (chosen, ", ".join(lacking), chosen, why))
     plan["target"] = chosen
+    # the functions' memory is sized for the largest graph they may load (the FP32 fallback included)
+    graphs = [path / GRAPH_FILE for name in stored for path in by_name[name].artifacts.values()
+              if (path / GRAPH_FILE).is_file()]
+    if graphs and "graph_mb" not in plan:
+        plan["graph_mb"] = str(math.ceil(max(g.stat().st_size for g in graphs) / 2**20))
     progress("serving %s as %s" % (plan["deployed"], chosen))
     return plan
 

@@ -169,11 +169,10 @@ class S3AsDocumented:
 
 
 @pytest.fixture(scope="session")
-def modernbert_base_fp32(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A cpu-fp32 artifact of a random checkpoint shaped like ModernBERT-base (a real Laya checkpoint's size:
-    a 626 MiB graph), gated on the first 4 cases of the built-in corpus only: what it proves is size, not
-    fidelity (the tiny and MiniLM checkpoints carry the full gate). Built once per test session (~100 s)."""
-    from laya_artifacts.build import build_artifact
+def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(checkpoint, goldens) of a random checkpoint shaped like ModernBERT-base (a real Laya checkpoint's size:
+    a 626 MiB FP32 graph), its corpus the first 4 cases of the built-in one only: what the artifacts built from
+    it prove is size, not fidelity (the tiny and MiniLM checkpoints carry the full gate)."""
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.gate_corpus import builtin_cases
     from laya_artifacts.goldens import record_goldens
@@ -182,8 +181,31 @@ def modernbert_base_fp32(tmp_path_factory: pytest.TempPathFactory) -> Any:
     checkpoint = make_checkpoint("modernbert-base", root / "checkpoint")
     goldens = record_goldens(Path(checkpoint), "modernbert-base", None, cases=builtin_cases()[:4])
     (root / "goldens.json").write_text(json.dumps(goldens), encoding="utf-8")
-    out, _ = build_artifact(Path(checkpoint), "cpu-fp32", root / "fp32", name="modernbert-base",
-                            goldens_path=root / "goldens.json")
+    return Path(checkpoint), root / "goldens.json"
+
+
+@pytest.fixture(scope="session")
+def modernbert_base_fp32(modernbert_base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Its cpu-fp32 artifact (~100 s with the checkpoint, once per test session)."""
+    from laya_artifacts.build import build_artifact
+
+    out, _ = build_artifact(modernbert_base[0], "cpu-fp32", tmp_path_factory.mktemp("mb-fp32") / "artifact",
+                            name="modernbert-base", goldens_path=modernbert_base[1])
+    return out
+
+
+@pytest.fixture(scope="session")
+def modernbert_base_int8(modernbert_base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Its cpu-int8 artifact, 8-bit weight-only (MatMulNBits, FP32 compute: the same verdict on every x86 class),
+    gated here on its 4 cases; the search's timing is fixed (which candidate wins a race is not what this proves)."""
+    from laya_artifacts.build import build_artifact
+
+    def fixed(names: Any, _deciders: Any, _batch: Any) -> list[list[float]]:
+        return [[10.0 if name == "fp32" else 5.0] * 2 for name in names]
+
+    out, _ = build_artifact(modernbert_base[0], "cpu-int8", tmp_path_factory.mktemp("mb-int8") / "artifact",
+                            name="modernbert-base", goldens_path=modernbert_base[1],
+                            candidates=["encoder-weight-only-8bit"], timer=fixed)
     return out
 
 

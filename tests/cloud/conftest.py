@@ -194,21 +194,6 @@ def modernbert_base_fp32(modernbert_base: tuple[Path, Path], tmp_path_factory: p
     return out
 
 
-@pytest.fixture(scope="session")
-def modernbert_base_int8(modernbert_base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Its cpu-int8 artifact, 8-bit weight-only (MatMulNBits, FP32 compute: the same verdict on every x86 class),
-    gated here on its 4 cases; the search's timing is fixed (which candidate wins a race is not what this proves)."""
-    from laya_artifacts.build import build_artifact
-
-    def fixed(names: Any, _deciders: Any, _batch: Any) -> list[list[float]]:
-        return [[10.0 if name == "fp32" else 5.0] * 2 for name in names]
-
-    out, _ = build_artifact(modernbert_base[0], "cpu-int8", tmp_path_factory.mktemp("mb-int8") / "artifact",
-                            name="modernbert-base", goldens_path=modernbert_base[1],
-                            candidates=["encoder-weight-only-8bit"], timer=fixed)
-    return out
-
-
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """moto for every AWS API, with the test's bucket created (unrestricted, before enforcement); its Step

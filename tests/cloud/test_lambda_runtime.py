@@ -66,10 +66,8 @@ def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.stop()
 
 
-def _deploy(synth: Any, artifact: Path, tmp_path: Path, endpoint: str, int8: Path | None = None,
-            **context: str) -> SimpleNamespace:
-    """The stack's API function (path prefix /laya) with `artifact` published to its bucket as the demo (and
-    `int8`, an int8 artifact built here, published as its cpu-int8)."""
+def _deploy(synth: Any, artifact: Path, tmp_path: Path, endpoint: str, **context: str) -> SimpleNamespace:
+    """The stack's API function (path prefix /laya) with `artifact` published to its bucket as the demo."""
     template = synth(prefix="/laya", **context)[1]
     s3 = boto3.client("s3", region_name=REGION)
     s3.create_bucket(Bucket=BUCKET)
@@ -81,9 +79,7 @@ def _deploy(synth: Any, artifact: Path, tmp_path: Path, endpoint: str, int8: Pat
     environ = {k: str(resolve(v, bucket_ids(template), {secret_id: SECRET_NAME})) for k, v in raw.items()}
     store = open_store(environ["LAYA_STORE"], s3_client=s3)
     publish(_relabelled(artifact, tmp_path / "fp32", "demo", int8=False), store)
-    if int8 is not None:
-        publish(_relabelled(int8, tmp_path / "int8", "demo", int8=False), store)
-    elif context.get("target", "cpu-int8") == "cpu-int8":  # an int8 artifact gated on other kernels: FP32 served
+    if context.get("target", "cpu-int8") == "cpu-int8":  # an int8 artifact gated on other kernels: FP32 served
         publish(_relabelled(artifact, tmp_path / "int8", "demo", int8=True), store)
     machine = environ["LAYA_JOBS_STATE_MACHINE"].rpartition(":")[2]
     boto3.client("stepfunctions", region_name=REGION).create_state_machine(  # recorded, not run, here
@@ -209,22 +205,3 @@ def test_a_checkpoint_sized_artifact_loads_within_the_default_memory_and_a_512_m
         "SnapStart" if snapstart else "on demand", graph_mb, init, peak, deployed.memory_mb,
         "memory cgroup, tmpfs /tmp included" if env.memory.enforced else "peak RSS"))
 
-
-def test_a_checkpoint_sized_int8_artifact_serves_as_int8_within_the_default_memory(
-        environment: Any, moto_server: str, synth: Any, modernbert_base_fp32: Path, modernbert_base_int8: Path,
-        tmp_path: Path) -> None:
-    """The stack's defaults with that checkpoint's int8 artifact gated on this machine: int8 serves, its graph
-    in memory too."""
-    deployed = _deploy(synth, modernbert_base_fp32, tmp_path, moto_server, int8=modernbert_base_int8)
-    env = environment(deployed, snapstart=False)
-    init = env.init_seconds(snapstart=False)
-    status, body = _answer(env.api.invoke(_event("rest-v1-systemone-base64-base-path.json")))
-    assert status == 200 and body["answers"], body
-    status, health = _answer(env.api.invoke(_authorized_health()))
-    assert status == 200 and "target_fallbacks" not in health, health
-    peak = env.memory.peak_mb()
-    assert env.process.poll() is None and not env.memory.oom_killed(), env.log()[-3000:]
-    assert peak <= deployed.memory_mb, "peak %.0f MB over the function's %d MB" % (peak, deployed.memory_mb)
-    graph_mb = (modernbert_base_int8 / "model.onnx").stat().st_size / 2**20
-    print("\nint8 (8-bit weight-only): graph %.0f MiB, INIT %.2f s, peak %.0f MB of %d MB" % (
-        graph_mb, init, peak, deployed.memory_mb))

@@ -54,13 +54,11 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
     refused = unproven_on_this_gpu(manifest[1], artifact_id, store, here)
     if refused is not None:
         raise DeviceUnavailable(refused)
-    fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
-    try:
-        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False,
-                                        device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
-                                        placement=placement, graph=fetched.graph)
-    finally:
-        fetched.release()
+    # On disk, never in memory: a granted CPU retry opens the graph again later, on the first out-of-memory.
+    fetched = fetch_verified(store, artifact_id, manifest, cache)
+    decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False,
+                                    device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
+                                    placement=placement)
     return decider, fetched.manifest, artifact_id
 
 

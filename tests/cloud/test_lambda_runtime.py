@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from laya_artifacts.publish import publish
 from laya_serverless.artifact.store import open_store
 
+from ..functional.threaded_server import free_port
 from . import lambda_runtime as lr
 from .conftest import BUCKET, REGION, bucket_ids, function_with_handler, resolve
 from .test_api_permissions import _relabelled
@@ -37,12 +37,6 @@ if why_not:  # every machine this project tests on runs tests as root; say so lo
     pytest.fail("the Lambda runtime tier cannot run here: %s" % why_not, pytrace=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _event(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((EVENTS / name).read_text())
     return loaded
@@ -53,7 +47,7 @@ def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line a request otherwise
-    port = _free_port()
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = "http://127.0.0.1:%d" % port

@@ -16,11 +16,9 @@ import math
 import os
 import re
 import shutil
-import socket
 import stat
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,6 +39,7 @@ from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.artifact.store import S3Store, pointer_key
 from laya_serverless.errors import DeployFailed, GateFailed
+from tests.functional.threaded_server import free_port, start_server
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
 DEFAULT_BUCKET = "laya-serverless-%s-%s" % (ACCOUNT, REGION)
@@ -97,16 +96,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    port = free_port()
+    server, thread = start_server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     return server, thread, port
 
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +11,7 @@ import pytest
 from laya_serverless import Decider
 from laya_serverless.http.app import create_app
 from laya_serverless.settings import Settings
+from tests.functional.threaded_server import free_port, start_server
 
 pytestmark = pytest.mark.slow
 typesafe = pytest.importorskip("typesafe_sdk")
@@ -24,23 +22,11 @@ def multilingual_settings(**values: Any) -> Settings:
     return Settings(default_model="multilingual", **values)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _serve(app: Any) -> Iterator[str]:
     import uvicorn
 
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
+    port = free_port()
+    server, thread = start_server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     yield "http://127.0.0.1:%d" % port
     server.should_exit = True
     thread.join(timeout=10)

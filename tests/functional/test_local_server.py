@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from laya_serverless.http.app import create_app
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.server import MAX_HEADER_BYTES, uvicorn_config
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider
+from tests.functional.threaded_server import free_port, start_server
 
 HEADER_TIMEOUT, KEEP_ALIVE = 0.5, 1.0
 
@@ -23,16 +22,8 @@ HEADER_TIMEOUT, KEEP_ALIVE = 0.5, 1.0
 def address() -> Iterator[tuple[str, int]]:
     settings = Settings(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
     app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(app, settings, "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
+    port = free_port()
+    server, thread = start_server(uvicorn_config(app, settings, "127.0.0.1", port))
     yield "127.0.0.1", port
     server.should_exit = True
     thread.join(timeout=5)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_serverless.artifact.fetch import fetch_published
+from laya_serverless.artifact.gpu import gpu_key, gpu_profile
 from laya_serverless.artifact.manifest import Manifest, sha256_bytes
 from laya_serverless.artifact.platform import (
     NO_RECORD,
@@ -28,6 +29,7 @@ from laya_serverless.artifact.platform import (
     proven_by_record,
 )
 from laya_serverless.artifact.store import ObjectStore, open_store
+from laya_serverless.artifact.targets import device_of
 from laya_serverless.errors import ArtifactError
 
 from .parity import GateReport, run_gate
@@ -82,12 +84,19 @@ def published_goldens(store: ObjectStore, manifest: Manifest) -> dict[str, Any]:
 
 
 def record_gate(store: ObjectStore, artifact_id: str, report: GateReport) -> str:
-    """Write the create-only proof that `report` passed on this CPU's int8 kernels; returns its key."""
-    here = cpu_profile()
-    key = gate_record_key(artifact_id, int8_kernels(here))
+    """Write the create-only proof that `report` passed here: on this CPU's int8 kernels, or for a cuda target
+    on this GPU and onnxruntime (the class `artifact.gpu` checks at load); returns its key."""
+    if device_of(report.target) == "cuda":
+        here = gpu_profile()
+        kernels = gpu_key(here)
+    else:
+        here = cpu_profile()
+        kernels = int8_kernels(here)
+    key = gate_record_key(artifact_id, kernels)
     store.create(key, gate_record(artifact_id, here, {
         "target": report.target, "passed": report.passed, "rows": report.rows,
-        "max_probability_error": report.max_probability_error, "max_action_error": report.max_action_error}))
+        "max_probability_error": report.max_probability_error, "max_action_error": report.max_action_error},
+        kernels))
     return key
 
 

@@ -56,11 +56,9 @@ class ArtifactBucket(Construct):
 
     def read_findings(self, target: str | None = None) -> list[tuple[str, str]]:
         """The cdk-nag findings `read_statements(target)` raises, acknowledged."""
-        from laya_serverless.artifact.targets import CPU_INT8
-
         findings = [self.artifact_objects_finding()]
-        if (target or self.config.target) == CPU_INT8:
-            findings.append(self.prefix_finding(GATES, "gate records are named by artifact id and CPU class"))
+        if reads_gate_records(target or self.config.target):
+            findings.append(self.prefix_finding(GATES, "gate records are named by artifact id and CPU or GPU class"))
         return findings
 
     def prefix_finding(self, key_prefix: str, reason: str) -> tuple[str, str]:
@@ -76,10 +74,10 @@ class ArtifactBucket(Construct):
     def read_statements(self, target: str | None = None) -> list[iam.PolicyStatement]:
         """What a serving function reads, and nothing else: each deployed checkpoint's pointer for `target`
         (default the API's) and, for a CPU target, for its FP32 fallback; the immutable artifact objects;
-        and for int8, the gate records, with ListBucket on their prefix alone (without it S3 answers a
+        and for int8 and cuda targets, the gate records, with ListBucket on their prefix alone (without it S3 answers a
         missing record 403, not 404, and an unproven artifact would be refused instead of falling back)."""
         from laya_serverless.artifact.store import pointer_key
-        from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET, device_of
+        from laya_serverless.artifact.targets import FALLBACK_TARGET, device_of
 
         target = target or self.config.target
         served = [target] + ([FALLBACK_TARGET] if device_of(target) == "cpu" and target != FALLBACK_TARGET else [])
@@ -92,7 +90,7 @@ class ArtifactBucket(Construct):
             iam.PolicyStatement(actions=["s3:GetObject"],
                                 resources=[self.bucket.arn_for_objects("%s/artifacts/*" % prefix)]),
         ]
-        if target == CPU_INT8:
+        if reads_gate_records(target):
             statements += [iam.PolicyStatement(actions=["s3:GetObject"],
                                                resources=[self.bucket.arn_for_objects("%s/%s*" % (prefix, GATES))]),
                            self.list_statement(GATES)]
@@ -125,3 +123,11 @@ class ApiKeySecret(Construct):
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         self.secret.grant_read(grantee)
+
+
+def reads_gate_records(target: str) -> bool:
+    """Whether a function serving `target` reads gate records: int8 and cuda results depend on the kernels of
+    the CPU or GPU that serves them (`artifact.platform`, `artifact.gpu`); FP32 on the CPU does not."""
+    from laya_serverless.artifact.targets import CPU_INT8, device_of
+
+    return target == CPU_INT8 or device_of(target) == "cuda"

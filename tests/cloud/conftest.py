@@ -122,7 +122,7 @@ def role_session(statements: list[dict[str, Any]], name: str) -> Any:
                          aws_session_token=creds["Credentials"]["SessionToken"], region_name=REGION)
 
 
-def _lists(statements: list[dict[str, Any]], key: str) -> bool:
+def lists(statements: list[dict[str, Any]], key: str) -> bool:
     """Whether `statements` allow s3:ListBucket on BUCKET for a listing that would show `key`."""
     for st in statements:
         actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
@@ -155,7 +155,7 @@ class S3AsDocumented:
             return getattr(self._client, method)(**kwargs)
         except ClientError as exc:
             missing = exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
-            if missing and not _lists(self._statements, kwargs["Key"]):
+            if missing and not lists(self._statements, kwargs["Key"]):
                 self.denied_absences.append(kwargs["Key"])
                 raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
                                    "ResponseMetadata": {"HTTPStatusCode": 403}}, method) from exc

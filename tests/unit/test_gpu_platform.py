@@ -8,7 +8,7 @@ from typing import Any
 
 from laya_serverless.artifact.gpu import cpu_retry_proven, gpu_key, gpu_profile, unproven_on_this_gpu
 from laya_serverless.artifact.manifest import Manifest
-from laya_serverless.artifact.platform import gate_record_key
+from laya_serverless.artifact.platform import gate_record, gate_record_key
 from laya_serverless.artifact.store import LocalStore
 
 A10G = {"gpu": {"name": "NVIDIA A10G", "driver_version": "550.163.01"}, "onnxruntime": "1.26.0"}
@@ -35,8 +35,17 @@ def test_served_only_on_the_gpu_and_onnxruntime_it_was_gated_on(tmp_path: Path) 
     reason = unproven_on_this_gpu(_manifest(A10G), ID, store, L4)
     assert reason is not None and "nvidia-a10g-ort-1.26.0" in reason and "nvidia-l4-ort-1.26.0" in reason
     assert "never here" in (unproven_on_this_gpu(_manifest(A10G), ID, store, dict(A10G, onnxruntime="1.31.1")) or "")
-    store.create(gate_record_key(ID, gpu_key(L4)), b"{}")    # a re-gate on the L4 lets it serve there
+    store.create(gate_record_key(ID, gpu_key(L4)), b"{}")    # a record that proves nothing is ignored
+    assert "was ignored" in (unproven_on_this_gpu(_manifest(A10G), ID, store, L4) or "")
+
+
+def test_a_valid_regate_record_lets_it_serve_on_that_gpu(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    report = {"target": "cuda-fp16", "passed": True, "rows": 40, "max_probability_error": 0.004,
+              "max_action_error": 0.002}
+    store.create(gate_record_key(ID, gpu_key(L4)), gate_record(ID, L4, report, gpu_key(L4)))
     assert unproven_on_this_gpu(_manifest(A10G), ID, store, L4) is None
+    assert unproven_on_this_gpu(_manifest(A10G), ID, store, dict(L4, onnxruntime="1.31.1")) is not None
 
 
 def test_unknown_gpus_are_refused_not_assumed(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import subprocess
 from typing import Any
 
 from .manifest import Manifest
-from .platform import gate_record_key
+from .platform import proven_by_record
 from .store import ObjectStore
 
 _QUERY = ("name", "driver_version", "memory.total", "compute_cap")
@@ -79,7 +79,11 @@ def unproven_on_this_gpu(manifest: Manifest, artifact_id: str, store: ObjectStor
         return ("cannot tell which GPU this is (nvidia-smi is not available), so the gate of cuda artifact %s "
                 "cannot be checked here" % artifact_id[:12])
     wanted, have = gpu_key(built), gpu_key(here)
-    if wanted == have or store.read(gate_record_key(artifact_id, have)) is not None:
+    if wanted == have:
         return None
-    return ("cuda artifact %s was gated on %s and never here (%s); FP16 kernels differ between GPUs and onnxruntime "
-            "builds. Build or re-gate it on this GPU with `laya-artifacts`" % (artifact_id[:12], wanted, have))
+    record = proven_by_record(store, artifact_id, have, manifest.target)  # a valid re-gate record, not any file
+    if record is None:
+        return None
+    return ("cuda artifact %s was gated on %s and never here (%s; %s); FP16 kernels differ between GPUs and "
+            "onnxruntime builds. Build or re-gate it on this GPU with `laya-artifacts import`"
+            % (artifact_id[:12], wanted, have, record))

@@ -45,10 +45,13 @@ def gate_record_key(artifact_id: str, kernels: str) -> str:
     return "gates/%s/%s.json" % (artifact_id, kernels)
 
 
-def gate_record(artifact_id: str, profile: dict[str, Any], report: dict[str, Any]) -> bytes:
-    """What a passing re-gate on another CPU writes beside the artifact (create-only)."""
-    return json.dumps({"artifact": artifact_id, "cpu": profile, "int8_kernels": int8_kernels(profile),
-                       "report": report}, sort_keys=True).encode()
+def gate_record(artifact_id: str, profile: dict[str, Any], report: dict[str, Any],
+                kernels: str | None = None) -> bytes:
+    """What a passing re-gate writes beside the artifact (create-only): on another CPU (`kernels` its int8
+    class, the default) or on another GPU (`kernels` its `artifact.gpu.gpu_key`, `profile` its `gpu_profile`)."""
+    kernels = kernels or int8_kernels(profile)
+    return json.dumps({"artifact": artifact_id, "profile": profile, "kernels": kernels, "report": report},
+                      sort_keys=True).encode()
 
 
 def record_refusal(raw: bytes, artifact_id: str, kernels: str, target: str) -> str | None:
@@ -63,8 +66,9 @@ def record_refusal(raw: bytes, artifact_id: str, kernels: str, target: str) -> s
     report = record.get("report")
     if record.get("artifact") != artifact_id:
         return "it names artifact %r, not this one" % str(record.get("artifact"))[:80]
-    if record.get("int8_kernels") != kernels:
-        return "it was gated on %r int8 kernels, not %r" % (str(record.get("int8_kernels"))[:40], kernels)
+    recorded = record.get("kernels", record.get("int8_kernels"))  # "int8_kernels": records before GPU ones
+    if recorded != kernels:
+        return "it was gated on %r kernels, not %r" % (str(recorded)[:40], kernels)
     if not isinstance(report, dict) or report.get("passed") is not True:
         return "its report does not say passed"
     if report.get("target") != target:

@@ -108,3 +108,21 @@ def test_the_physical_id_never_carries_the_store_s_name(tmp_path: Path) -> None:
     deleted = handler({"RequestType": "Delete", "ResourceProperties": {"Store": "s3://secret-bucket/p"}}, None)
     assert deleted["PhysicalResourceId"].startswith("laya-deploy-gate-")
     assert "secret-bucket" not in deleted["PhysicalResourceId"]
+
+
+def test_a_pass_on_a_gpu_is_recorded_under_the_gpu_s_class_where_the_container_reads_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from laya_artifacts import regate
+    from laya_serverless.artifact.gpu import gpu_key, unproven_on_this_gpu
+
+    l4 = {"gpu": {"name": "NVIDIA L4"}, "gpu_count": 1, "onnxruntime": "1.32.0"}
+    monkeypatch.setattr(regate, "gpu_profile", lambda: l4)
+    store, artifact_id = LocalStore(tmp_path), "c" * 64
+    report = SimpleNamespace(target="cuda-fp16", passed=True, rows=40, max_probability_error=0.004,
+                             max_action_error=0.001)
+    assert regate.record_gate(store, artifact_id, report) == gate_record_key(artifact_id, gpu_key(l4))  # type: ignore[arg-type]
+    built_elsewhere = Manifest({"configuration": {"target": "cuda-fp16", "cuda": {
+        "build_gpu": {"gpu": {"name": "NVIDIA A10G"}, "onnxruntime": "1.32.0"}}}, "files": {}})
+    assert unproven_on_this_gpu(built_elsewhere, artifact_id, store, l4) is None

@@ -34,7 +34,7 @@ from laya_serverless.artifact.layout import (
     copy_decode_config,
 )
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
-from laya_serverless.artifact.platform import cpu_profile
+from laya_serverless.artifact.platform import cpu_profile, int8_kernels
 from laya_serverless.core.providers import (
     CPU,
     CPU_PROVIDER,
@@ -48,6 +48,15 @@ from laya_serverless.core.providers import (
 from laya_serverless.errors import GateFailed
 
 from .cuda import convert_fp16
+from .emulated import (
+    AVX2_CPU,
+    EMULATED_GATE_MAX_CASES,
+    QEMU,
+    can_emulate,
+    emulated_class_gate,
+    equivalence,
+    equivalence_rows,
+)
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
@@ -65,6 +74,7 @@ from .search import (
 )
 
 TARGETS = targets.TARGETS
+AVX2_CLASS = "avx2"
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 
 
@@ -166,7 +176,7 @@ def _optimized_offline() -> dict[str, Any]:
 
 def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], target: str,
                progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
-               min_speedup: float | None, timer: SpeedTimer) -> Staged:
+               min_speedup: float | None, timer: SpeedTimer, emulate: bool = True) -> Staged:
     """cpu-fp32: the export optimized offline and gated. cpu-int8: the precision search, then its choice gated."""
     tolerance = TOLERANCES[target]
     if target == targets.CPU_FP32:
@@ -191,7 +201,36 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
                             "next-fastest candidate on confirmation (that would make confirmation a second selection "
                             "set); build cpu-fp32" % chosen.candidate.name)
     weights = "int8" if chosen.recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only"
-    return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline())
+    classes = _int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
+    return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline(),
+                  device_configuration={"int8_classes": classes} if classes else {})
+
+
+def _int8_classes(out_dir: Path, goldens: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+    """The int8 kernel classes the gate holds on: the build's own, and AVX2 (most of Lambda's x86 fleet) when an
+    emulated AVX2 CPU answers a slice the same (`emulated.equivalence`) or, failing that on a corpus small enough
+    to replay emulated, passes the whole gate. The runtime accepts what is recorded here (`artifact.platform`)."""
+    here = int8_kernels(cpu_profile())
+    classes: dict[str, Any] = {here: {"proof": "gate"}}
+    if here == AVX2_CLASS:
+        return classes
+    if not can_emulate():
+        progress("    %s is not installed: the AVX2 class is left to the deploy-time gate" % QEMU)
+        return classes
+    progress("    checking that an AVX2 CPU (qemu -cpu %s) answers as this %s one, on %d short cases"
+             % (AVX2_CPU, here, len(equivalence_rows(goldens))))
+    check = equivalence(out_dir, goldens)
+    progress("    max |dp| between the classes: %.2g over %d rows"
+             % (check["max_probability_difference"], check["rows"]))
+    if not check["equivalent"] and len(goldens["rows"]) <= EMULATED_GATE_MAX_CASES:
+        progress("    not equivalent (> %g): replaying the whole gate as an AVX2 CPU (%d cases)"
+                 % (check["tolerance"], len(goldens["rows"])))
+        check = emulated_class_gate(out_dir, goldens, check)
+    classes[check["kernels"]] = check
+    proven = check.get("equivalent") or check.get("passed")
+    progress("    %s: %s" % (check["kernels"], "proven (%s)" % check["proof"] if proven
+                               else "not proven here: left to the deploy-time gate on the serving CPU"))
+    return classes
 
 
 def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,
@@ -222,7 +261,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
                    exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
                    progress: Callable[[str], None] = lambda _m: None,
-                   timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME) -> tuple[Path, GateReport]:
+                   timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME,
+                   emulate_classes: bool = True) -> tuple[Path, GateReport]:
     """Build, gate and describe one (checkpoint, target) configuration in `out_dir`, for any target.
 
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
@@ -232,7 +272,9 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
     a candidate must be; 0 lifts it; `timer`: how candidates are timed; other targets ignore these), then
     checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
-    `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead.
+    `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead. A
+    passing int8 artifact is then checked as an AVX2 CPU under emulation (`emulate_classes`, where qemu is
+    installed), and the classes it holds on are recorded in the manifest.
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
@@ -256,7 +298,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
             staged = _stage_cuda(raw, out_dir, goldens, target, progress)
         else:
             staged = _stage_cpu(raw, Path(scratch), out_dir, goldens, target, progress, candidates=candidates,
-                                exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer)
+                                exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer,
+                                emulate=emulate_classes)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None

@@ -5,7 +5,7 @@ touches the encoder's MatMuls with constant weights: embedding tables stay FP32 
 and int8 embeddings both degraded MiniLM's states visibly) and the decision head never changes (its
 transformer layers, scorer and act head sit right before the probabilities the gate measures).
 
-    encoder                  dynamic int8 (per-channel weights, dynamic activations), every encoder MatMul
+    encoder                  dynamic int8 (per-channel 7-bit weights, dynamic activations), every encoder MatMul
     encoder-ffn              the same, feed-forward MatMuls only
     encoder-attention        the same, attention Q/K/V (or fused Wqkv) and output projections
     encoder-attention-output the same, attention output projections only
@@ -13,6 +13,16 @@ transformer layers, scorer and act head sit right before the probabilities the g
     layers-<i,j,...>         dynamic int8 on every MatMul of the listed encoder layers (the per-layer mix)
 
 Which candidate ships is decided by the precision search (`search.py`) on the gate's selection split.
+
+Kernel-exact int8: dynamic int8 weights are quantized to 7 bits (`reduce_range`). ONNX Runtime's
+u8 x s8 kernels for x86 CPUs without VNNI (AVX2, AVX-512) add pairs of products in 16 bits
+(VPMADDUBSW), which saturates with 8-bit weights; with 7-bit ones a pair (at most 2 x 255 x 64)
+always fits, so every x86 class computes the same integers as VNNI does. Measured on the MiniLM test
+checkpoint's all-encoder int8 (ORT 1.32.0, 2026-12-02): 8-bit weights answer max |dp| 0.142 on
+AVX-512 VNNI and 0.192 as AVX2 (qemu -cpu Haswell; `session.x64quantprecision` does not reach the
+fused DynamicQuantizeMatMul kernels); 7-bit weights 0.2092083 on both, at the same speed (1.61x FP32
+vs 1.64x); uint8 weights (U8U8) are exact too but 1.24x. The build checks the equivalence on the
+artifact itself (`emulated.equivalence`).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any
 
 OPTIMIZATION_LEVEL = "ORT_ENABLE_EXTENDED"  # portable across x86 CPUs, unlike the layout passes of ENABLE_ALL
 NBITS_BLOCK_SIZE = 32
+REDUCE_RANGE = True  # 7-bit weights: kernel-exact int8 on every x86 class (module docstring)
 
 # Node names of the TorchScript export: BERT-style (`/encoder/encoder/layer.N/...`) and
 # ModernBERT (`/encoder/layers.N/...`); the decision head's own layers are `/layers.N/...`.
@@ -57,8 +68,9 @@ class Candidate:
                                   "layers": "all" if self.layers is None else list(self.layers)}
         if self.method == "dynamic-int8":
             recipe.update({"method": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
-                           "per_channel": True, "reduce_range": False, "activations": "uint8, dynamic per tensor",
-                           "op_types": ["MatMul"]})
+                           "per_channel": True, "reduce_range": REDUCE_RANGE,
+                           "activations": "uint8, dynamic per tensor", "op_types": ["MatMul"],
+                           "kernel_exact": "7-bit weights: no x86 int8 kernel saturates"})
         else:
             recipe.update({"method": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
                            "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": NBITS_BLOCK_SIZE,
@@ -146,8 +158,8 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) 
 
         with _quiet():
             quantize_dynamic(
-                str(fp32_graph), str(out_graph), weight_type=QuantType.QInt8, per_channel=True, reduce_range=False,
-                op_types_to_quantize=["MatMul"], nodes_to_quantize=chosen,
+                str(fp32_graph), str(out_graph), weight_type=QuantType.QInt8, per_channel=True,
+                reduce_range=REDUCE_RANGE, op_types_to_quantize=["MatMul"], nodes_to_quantize=chosen,
                 # DefaultTensorType: past a contrib node (the fused attention) shape inference has no type
                 extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
             )

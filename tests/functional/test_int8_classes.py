@@ -9,6 +9,7 @@ is slow (about 1.3 s per question on the tiny model), for fidelity, never timing
 
 from __future__ import annotations
 
+import json
 import platform
 from pathlib import Path
 from typing import Any
@@ -60,3 +61,86 @@ def test_the_dynamic_int8_layer_mix_passes_on_avx2(tiny_modernbert: tuple[Path, 
     assert report.search["chosen"] == "layer-mix"
     native, avx2 = _both_classes(out, goldens)
     assert native["passed"] and avx2["passed"], avx2
+
+
+def test_a_dynamic_int8_build_proves_the_avx2_class_by_equivalence_and_serves_there(
+        tiny_modernbert: tuple[Path, Path], tmp_path: Path) -> None:
+    """Kernel-exact int8 (7-bit weights): the build replays a slice as an AVX2 CPU and records that it answers
+    the same, so the artifact serves on AVX2 without a re-gate. With 8-bit weights an AVX2 CPU saturates, the
+    two classes differ by far more than the check allows, and the class is left unproven."""
+    from laya_serverless.artifact.manifest import Manifest
+    from laya_serverless.artifact.platform import cpu_profile, int8_kernels, unproven_here
+    from laya_serverless.artifact.store import LocalStore
+
+    goldens = write_goldens(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0,
+                                         keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11),
+                            tmp_path / "g")
+    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=goldens, min_speedup=0,
+                                 candidates=["layer-mix"], timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}))
+    classes = Manifest.load(out).raw["configuration"]["int8_classes"]
+    here = int8_kernels(cpu_profile())
+    assert classes[here] == {"proof": "gate"}
+    avx2 = {"machine": "x86_64", "model": "an AVX2-only CPU", "isa": ["sse4_2", "avx", "avx2", "fma"]}
+    if here == "avx2":   # an AVX2 host gated its own class; there is nothing to emulate
+        assert set(classes) == {"avx2"}
+        return
+    check = classes["avx2"]
+    # this random model's activations sit near rounding steps: FP32 noise between the classes' kernels moves a
+    # few, so the slice differs by more than equivalence allows, and the (small) corpus is gated emulated
+    assert check["proof"] in ("equivalence", "emulated-gate"), check
+    if check["proof"] == "emulated-gate":
+        assert check["passed"] is True and check["rows"] == report.rows, check
+        assert check["equivalence"]["max_probability_difference"] <= 1e-2   # kernel-exact: no saturation
+    manifest = Manifest.load(out)
+    assert unproven_here(manifest, "a" * 64, LocalStore(tmp_path / "store"), avx2) is None
+    spoiled = json.loads(json.dumps(manifest.raw))   # a class whose proof did not pass is not served there
+    spoiled["configuration"]["int8_classes"]["avx2"].update(passed=False, equivalent=False)
+    assert unproven_here(Manifest(spoiled), "a" * 64, LocalStore(tmp_path / "store"), avx2) is not None
+
+
+_RUN_MATMUL = """
+import sys, numpy as np, onnxruntime as ort
+session = ort.InferenceSession(sys.argv[1], providers=["CPUExecutionProvider"])
+np.save(sys.argv[3], session.run(None, {"x": np.load(sys.argv[2])})[0])
+"""
+
+
+@pytest.mark.parametrize("reduce_range", [True, False], ids=["7-bit-weights", "8-bit-weights"])
+def test_the_recipe_s_int8_matmul_is_bit_exact_between_vnni_and_avx2(tmp_path: Path, reduce_range: bool) -> None:
+    """One 768x768 MatMul quantized as the recipe quantizes (per-channel QInt8, uint8 dynamic activations),
+    run here and as an AVX2 CPU: with the recipe's 7-bit weights the outputs are identical; with 8-bit ones
+    an AVX2 CPU's VPMADDUBSW saturates (on a VNNI host the two differ by several percent)."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from laya_artifacts.emulated import AVX2_CPU, QEMU
+    from laya_artifacts.quantize import REDUCE_RANGE, _quiet
+
+    rng = np.random.default_rng(7)
+    weights = (rng.standard_normal((768, 768)) * 0.05).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "one-matmul",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 768])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 768])],
+                              [numpy_helper.from_array(weights, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "fp32.onnx"))
+    with _quiet():
+        quantize_dynamic(str(tmp_path / "fp32.onnx"), str(tmp_path / "int8.onnx"), weight_type=QuantType.QInt8,
+                         per_channel=True, reduce_range=reduce_range)
+    np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (64, 768)).astype(np.float32))
+    outputs = {}
+    for side, prefix in (("native", []), ("avx2", [QEMU, "-cpu", AVX2_CPU])):
+        subprocess.run([*prefix, sys.executable, "-c", _RUN_MATMUL, str(tmp_path / "int8.onnx"), str(tmp_path / "x.npy"),
+                        str(tmp_path / ("%s.npy" % side))], check=True, capture_output=True, timeout=600)
+        outputs[side] = np.load(tmp_path / ("%s.npy" % side))
+    relative = float(np.abs(outputs["native"] - outputs["avx2"]).max() / np.abs(outputs["native"]).max())
+    if reduce_range:
+        assert REDUCE_RANGE and relative == 0.0
+    elif "avx512_vnni" in read_cpuinfo().get("flags", "").split():
+        assert relative > 0.01   # the saturation the recipe avoids, seen from a VNNI host

@@ -50,6 +50,26 @@ def test_the_fp32_artifact_answers_and_health_says_why(tiny_fp32: Path, tmp_path
     assert app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
 
 
+@pytest.mark.parametrize("equivalent", [True, False], ids=["proven", "not-proven"])
+def test_an_int8_artifact_proven_for_this_cpu_class_at_build_serves_as_int8(tiny_fp32: Path, tmp_path: Path,
+                                                                          equivalent: bool) -> None:
+    """Built on other int8 kernels, with the build's emulated check recording this CPU's class: int8 serves here
+    without a re-gate, and /health names the class; a check that did not hold leaves the FP32 fallback."""
+    store = LocalStore(tmp_path / "store")
+    publish(tiny_fp32, store)
+    int8 = _as_int8_gated_elsewhere(tiny_fp32, tmp_path / "int8")
+    manifest = json.loads((int8 / MANIFEST_FILE).read_text())
+    here = int8_kernels(cpu_profile())
+    manifest["configuration"]["int8_classes"] = {here: {
+        "proof": "equivalence", "kernels": here, "rows": 9, "equivalent": equivalent,
+        "max_probability_difference": 6e-8 if equivalent else 3e-3, "tolerance": 1e-5}}
+    (int8 / MANIFEST_FILE).write_text(json.dumps(manifest))
+    publish(int8, store)
+    health = TestClient(build_service(_settings(tmp_path / "store", tmp_path))).get("/health").json()
+    assert health["int8_kernels"] == here
+    assert ("target_fallbacks" not in health) is equivalent, health
+
+
 def test_without_an_fp32_artifact_the_deployment_is_not_ready(tiny_fp32: Path, tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     publish(_as_int8_gated_elsewhere(tiny_fp32, tmp_path / "int8"), store)

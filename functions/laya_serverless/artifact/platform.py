@@ -18,7 +18,7 @@ from typing import Any
 from .cpu import cpu_profile
 from .manifest import Manifest
 from .store import ObjectStore
-from .targets import GATE_TOLERANCES
+from .targets import CLASS_EQUIVALENCE_TOLERANCE, GATE_TOLERANCES
 
 _log = logging.getLogger("laya_serverless")
 
@@ -98,13 +98,35 @@ def proven_by_record(store: ObjectStore, artifact_id: str, kernels: str, target:
     return None
 
 
+def _within(value: Any, limit: float) -> bool:
+    return isinstance(value, int | float) and 0 <= value <= limit
+
+
+def proven_for_class(manifest: Manifest, kernels: str) -> bool:
+    """Whether the build proved its gate on the `kernels` class too (`configuration.int8_classes`, run under
+    emulation): that class answered as the build's (equivalence), or passed the whole gate itself."""
+    classes = manifest.raw["configuration"].get("int8_classes")
+    check = classes.get(kernels) if isinstance(classes, dict) else None
+    if not isinstance(check, dict) or not isinstance(check.get("rows"), int) or check["rows"] < 1:
+        return False
+    if check.get("proof") == "equivalence":
+        return check.get("equivalent") is True and _within(check.get("max_probability_difference"),
+                                                            CLASS_EQUIVALENCE_TOLERANCE)
+    if check.get("proof") == "emulated-gate":
+        tolerance = GATE_TOLERANCES.get(manifest.target, 0.0)
+        return check.get("passed") is True and check.get("target") == manifest.target and all(
+            _within(check.get(k), tolerance) for k in ("max_probability_error", "max_action_error"))
+    return False
+
+
 def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here: dict[str, Any]) -> str | None:
-    """Why the artifact's gate does not hold on the CPU `here`, or None when it does."""
+    """Why the artifact's gate does not hold on the CPU `here`, or None when it does: gated on this CPU's int8
+    kernel class, proven for it at build time (emulated), or re-gated here (a gate record)."""
     if not is_int8(manifest):
         return None
     built = manifest.raw["configuration"].get("build_cpu") or {}
     wanted, have = int8_kernels(built), int8_kernels(here)
-    if wanted == have:
+    if wanted == have or proven_for_class(manifest, have):
         return None
     record = proven_by_record(store, artifact_id, have, manifest.target)
     if record is None:
@@ -115,4 +137,5 @@ def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here
 
 
 __all__ = ["cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8", "proven_by_record",
+           "proven_for_class",
            "record_refusal", "unproven_here"]

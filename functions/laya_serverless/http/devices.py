@@ -4,13 +4,17 @@
 only while nothing is resident (`device_is_preference` true exactly then); `checkpoint_devices`
 gives each one; `cpu_fallbacks` counts each one's requests retried on the CPU after the GPU ran out
 of memory. A GPU deployment whose sessions could not reach the GPU is refused at load, so it
-never reports `cpu` here while answering: it is not ready, and `/health` says why.
+never reports `cpu` here while answering: it is not ready, and `/health` says why. `int8_kernels`
+(an extension) names this CPU's int8 kernel class, the one an int8 artifact must be proven on to
+serve here (`artifact.platform`); `target_fallbacks` says where it was not.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+from ..artifact.platform import cpu_profile, int8_kernels
 from ..core.fallback import device_of, fallbacks_of
 from ..protocol.deployment import Deployment
 
@@ -20,7 +24,13 @@ def device_report(deployment: Deployment, preference: str) -> dict[str, Any]:
     devices = {name: device_of(deployment.deciders[name].session) for name in names}
     return {"device": devices[names[0]] if names else preference, "device_is_preference": not names,
             "checkpoint_devices": devices,
-            "cpu_fallbacks": {name: fallbacks_of(deployment.deciders[name].session) for name in names}}
+            "cpu_fallbacks": {name: fallbacks_of(deployment.deciders[name].session) for name in names},
+            "int8_kernels": this_cpu_int8_kernels()}
+
+
+@lru_cache(maxsize=1)
+def this_cpu_int8_kernels() -> str:
+    return int8_kernels(cpu_profile())
 
 
 def preference_report(preference: str) -> dict[str, Any]:

@@ -168,3 +168,55 @@ def test_a_job_with_more_states_than_the_batch_cap_runs(tmp_path: Path) -> None:
         accepted = client.post("/v1/jobs", json={"states": states(200), "questions": QUESTIONS, "lang": "en"})
         assert accepted.status_code == 202 and accepted.json()["states"] == 200
         assert engine.wait(accepted.json()["id"], timeout=60)["status"] == "succeeded"
+
+
+def _fresh(tmp_path: Path) -> tuple[LocalStore, TestClient]:
+    store = LocalStore(tmp_path / "store")
+    store.create("jobs/input/good.jsonl", GOOD)
+    settings = Settings(api_key="k3y")
+    jobs = JobService(store, Idle(), settings)
+    return store, TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
+                             headers={"Authorization": "Bearer k3y"})
+
+
+def test_an_output_is_one_job_s_alone_and_never_overwrites(tmp_path: Path) -> None:
+    """An `output` naming another job's output, an existing object, a folder of them or a path under a file is
+    refused before anything of the job is written (it used to overwrite another job's results, or leave a job
+    running forever when the merge failed); a second job naming the same new output is a 409."""
+    store, client = _fresh(tmp_path)
+    first = client.post("/v1/jobs", json=body(input="jobs/input/good.jsonl"))
+    assert first.status_code == 202
+    store.create("jobs/output/taken-results.jsonl", b"{}\n")
+    store.create("jobs/output/folder/inside.jsonl", b"{}\n")
+    before = sorted(p.relative_to(store.root) for p in Path(store.root).rglob("*") if p.is_file())
+    for output, status, detail in (
+            ("jobs/output/%s.jsonl" % first.json()["id"], 422, "is job %r's own output" % first.json()["id"]),
+            ("jobs/output/taken-results.jsonl", 422, "already exists in the store"),
+            ("jobs/output/folder", 422, "already exists in the store"),
+            ("jobs/output/taken-results.jsonl/under.jsonl", 422, "already exists in the store"),
+            ("jobs/output/" + "x" * 256, 422, "outside this deployment's job output prefix")):
+        refused = client.post("/v1/jobs", json=body(input="jobs/input/good.jsonl", output=output))
+        assert (refused.status_code, refused.json()["detail"].count(detail[:20])) == (status, 1), refused.json()
+    after = sorted(p.relative_to(store.root) for p in Path(store.root).rglob("*") if p.is_file())
+    assert after == before   # nothing was left by the refusals
+    mine = client.post("/v1/jobs", json=body(input="jobs/input/good.jsonl", output="jobs/output/mine.jsonl"))
+    assert mine.status_code == 202
+    again = client.post("/v1/jobs", json=body(input="jobs/input/good.jsonl", output="jobs/output/mine.jsonl"))
+    assert again.status_code == 409 and "already the output of another job" in again.json()["detail"]
+
+
+def test_a_job_whose_output_cannot_be_written_ends_failed_saying_why(tmp_path: Path) -> None:
+    """If the merge cannot write the output (here a folder appears at its key after the submission), the job
+    ends `failed` with the reason, instead of staying `running` and being retried at every restart."""
+    store = LocalStore(tmp_path)
+    engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
+    jobs = JobService(store, engine, SETTINGS)
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=jobs)) as client:
+        store.create("jobs/input/two.jsonl", GOOD)
+        accepted = client.post("/v1/jobs", json={"input": "jobs/input/two.jsonl", "questions": QUESTIONS,
+                                                 "lang": "en", "output": "jobs/output/late2.jsonl"})
+        assert accepted.status_code == 202
+        Path(store.root, "jobs/output/late2.jsonl").mkdir(parents=True)
+        ended = engine.wait(accepted.json()["id"], timeout=60)
+        assert ended["status"] == "failed" and "could not be written to its output" in ended["detail"], ended
+        assert str(tmp_path) not in ended["detail"]

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 
@@ -21,7 +22,8 @@ from ..errors import InvalidRequest
 JOBS_PREFIX = "jobs/"
 INPUT_PREFIX = "jobs/input/"
 OUTPUT_PREFIX = "jobs/output/"
-RESERVED_IDS = ("input", "output")
+CLAIMS_PREFIX = "jobs/claims/"
+RESERVED_IDS = ("input", "output", "claims")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,79}")  # also a valid Step Functions execution name
 _KEY_SEGMENT = re.compile(r"[A-Za-z0-9._=+@,-]{1,255}")  # a file name on every store (255 bytes, ASCII here)
 _MAX_KEY = 1024  # S3's limit on a key, bytes
@@ -61,6 +63,18 @@ def map_results_prefix(job_id: str) -> str:
 
 def default_output_key(job_id: str) -> str:
     return "%s%s.jsonl" % (OUTPUT_PREFIX, job_id)
+
+
+def output_claim_key(output_key: str) -> str:
+    """Where the job that named `output_key` as its output is recorded (create-only: one job per output)."""
+    return "%s%s.json" % (CLAIMS_PREFIX, hashlib.sha256(output_key.encode("utf-8")).hexdigest())
+
+
+def default_output_owner(output_key: str) -> str | None:
+    """The job whose default output `output_key` is, or None."""
+    name = output_key[len(OUTPUT_PREFIX):] if output_key.startswith(OUTPUT_PREFIX) else ""
+    stem, dot, ext = name.rpartition(".")
+    return stem if dot and ext == "jsonl" and is_job_id(stem) else None
 
 
 def uri_of(store: ObjectStore, key: str) -> str:

@@ -4,12 +4,16 @@ job's output, and the status moves to succeeded, partial or failed. Ending twice
 
 from __future__ import annotations
 
+import logging
+
 from ..artifact.store import ObjectStore
+from ..errors import LayaError
 from .layout import default_output_key, uri_of
 from .results import read_spec, write_output
 from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
 from .worker import give_up
 
+_log = logging.getLogger("laya_serverless")
 NEVER_ANSWERED = "this shard was never answered (the job engine stopped before it could)"
 
 
@@ -23,7 +27,12 @@ def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
     if unfinished:  # error lines where there are no results; counted either way
         give_up(store, job_id, unfinished, reason or NEVER_ANSWERED)
     key = spec.get("output") or default_output_key(job_id)
-    write_output(store, job_id, spec, key)
+    try:
+        write_output(store, job_id, spec, key)
+    except (OSError, LayaError) as exc:  # ended, saying why: a job that cannot be merged must not run forever
+        _log.warning("job %s: its results could not be merged into %s: %s", job_id, key, exc)
+        return fail(store, job_id, "its results could not be written to its output %s (%s); the shards' results "
+                                   "are kept" % (key, type(exc).__name__))
 
     def end(current: Doc) -> Doc | None:
         if current["status"] in TERMINAL:

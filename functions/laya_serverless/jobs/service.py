@@ -13,17 +13,48 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..artifact.store import ObjectStore
-from ..errors import Conflict, LayaError, NotReady
+from ..errors import Conflict, InvalidRequest, LayaError, NotReady
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
 from ..settings import Settings
-from .layout import default_output_key, job_key, manifest_key, new_job_id, shard_key, spec_key
+from .layout import (
+    OUTPUT_PREFIX,
+    default_output_key,
+    default_output_owner,
+    job_key,
+    manifest_key,
+    new_job_id,
+    output_claim_key,
+    shard_key,
+    spec_key,
+)
 from .merge import fail
 from .results import iter_results, read_spec
 from .spec import job_request
 from .state import FAILED, TERMINAL, Doc, encode, new_job, public, read_job
 
 _WRITERS = 16  # parallel shard writes: S3 PUTs are ~20-50 ms each
+
+
+def claim_output(store: ObjectStore, job_id: str, output: str) -> None:
+    """Make `output` this job's alone, before anything of the job is written: it must not be another job's
+    default output, exist (as an object, a folder of them, or under one), or be claimed by another job.
+    A replayed submission of the same job finds its own claim and goes on."""
+    owner = default_output_owner(output)
+    if owner is not None and owner != job_id and store.read(job_key(owner)) is not None:
+        raise InvalidRequest("output %r is job %r's own output; name another key" % (output, owner),
+                             location=("output",))
+    claim = store.read(output_claim_key(output))
+    if claim is not None:
+        if claim[0] == job_id.encode("utf-8"):
+            return
+        raise Conflict("output %r is already the output of another job; name another key" % output)
+    parents = ["/".join(output.split("/")[:n]) for n in range(len(OUTPUT_PREFIX.split("/")), output.count("/") + 1)]
+    if any(store.read(key) is not None for key in [output, *parents]) or store.list(output + "/"):
+        raise InvalidRequest("output %r already exists in the store (or a file is in its way); outputs are "
+                             "never overwritten, name a new key" % output, location=("output",))
+    if not store.create(output_claim_key(output), job_id.encode("utf-8")):
+        raise Conflict("output %r was just claimed by another job; name another key" % output)
 
 
 class Engine(Protocol):
@@ -43,6 +74,8 @@ class JobService:
         """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route)."""
         request = job_request(body, self.store, registry, deployed, self.settings)
         job_id = job_id or new_job_id()
+        if request.output is not None:
+            claim_output(self.store, job_id, request.output)
         tokens = estimated_tokens(request.states, request.questions, request.controls.get("max_len"),
                                   request.controls.get("head_max_len"))
         bounds = shard_bounds(tokens, len(request.questions), request.controls.get("max_len"), self.settings)

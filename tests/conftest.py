@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +121,20 @@ def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
         build_artifact(tiny_modernbert[0], "cpu-int8", out, name="tiny-modernbert", goldens_path=tiny_int8_goldens,
                        candidates=["encoder-weight-only-8bit"], min_speedup=0)
     return out
+
+
+@pytest.fixture
+def close_mangums_loop() -> Iterator[None]:
+    """Mangum, built on this (main) thread by a Lambda handler, takes the thread's event loop and never closes
+    it; closed here, so that it is not finalized (unclosed, with its sockets) in a later test."""
+    yield
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:  # none: this test built no handler here, or an earlier one was closed
+        return
+    if not loop.is_running():
+        loop.close()
+    asyncio.set_event_loop(None)
+    gc.collect()

@@ -35,7 +35,18 @@ from laya_serverless.jobs.local import local_jobs
 from laya_serverless.settings import Settings
 
 from ..functional.test_app_fast import ENGLISH, QUESTIONS
-from .conftest import ACCOUNT, BUCKET, REGION, S3AsDocumented, allows, as_role, lists, bucket_ids, resolve, role_statements
+from .conftest import (
+    ACCOUNT,
+    BUCKET,
+    REGION,
+    S3AsDocumented,
+    allows,
+    as_role,
+    bucket_ids,
+    lists,
+    resolve,
+    role_statements,
+)
 
 pytestmark = pytest.mark.slow
 GPU_CONTEXT = {"gpu": "true", "gpu_target": "cuda-fp32"}

@@ -9,8 +9,6 @@ Manager and the artifacts from the moto bucket) behind the local API Gateway fro
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import json
 import math
 import os
@@ -19,7 +17,6 @@ import shutil
 import stat
 import sys
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +42,8 @@ REGION, ACCOUNT = "us-east-1", "123456789012"
 DEFAULT_BUCKET = "laya-serverless-%s-%s" % (ACCOUNT, REGION)
 FP32_ONLY = ("cpu-fp32",)
 
+pytestmark = pytest.mark.usefixtures("close_mangums_loop")
+
 
 class PolicyAside:
     """moto's S3 with bucket policies kept aside: moto enforces a policy's statements without their `Condition`
@@ -63,23 +62,6 @@ class PolicyAside:
 
     def get_bucket_policy(self, Bucket: str) -> dict[str, str]:  # noqa: N803
         return {"Policy": self.policies[Bucket]}
-
-
-@pytest.fixture(autouse=True)
-def _close_mangums_loop() -> Iterator[None]:
-    """Mangum, built on this (main) thread by the stand-in stack's handler, takes the thread's event loop and
-    never closes it; closed here, so that it is not finalized (unclosed, with its sockets) in a later test."""
-    yield
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:  # none: this test built no handler here, or an earlier one was closed
-        return
-    if not loop.is_running():
-        loop.close()
-    asyncio.set_event_loop(None)
-    gc.collect()
 
 
 @pytest.fixture

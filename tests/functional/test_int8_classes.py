@@ -136,8 +136,9 @@ def test_the_recipe_s_int8_matmul_is_bit_exact_between_vnni_and_avx2(tmp_path: P
     np.save(tmp_path / "x.npy", rng.uniform(-1, 1, (64, 768)).astype(np.float32))
     outputs = {}
     for side, prefix in (("native", []), ("avx2", [QEMU, "-cpu", AVX2_CPU])):
-        subprocess.run([*prefix, sys.executable, "-c", _RUN_MATMUL, str(tmp_path / "int8.onnx"), str(tmp_path / "x.npy"),
-                        str(tmp_path / ("%s.npy" % side))], check=True, capture_output=True, timeout=600)
+        arguments = [str(tmp_path / "int8.onnx"), str(tmp_path / "x.npy"), str(tmp_path / ("%s.npy" % side))]
+        subprocess.run([*prefix, sys.executable, "-c", _RUN_MATMUL, *arguments], check=True, capture_output=True,
+                       timeout=600)
         outputs[side] = np.load(tmp_path / ("%s.npy" % side))
     relative = float(np.abs(outputs["native"] - outputs["avx2"]).max() / np.abs(outputs["native"]).max())
     if reduce_range:

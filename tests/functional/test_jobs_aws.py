@@ -16,7 +16,7 @@ import pytest
 from mangum import Mangum
 
 from laya_serverless.artifact.store import S3Store
-from laya_serverless.errors import SettingsError, ShardFailed
+from laya_serverless.errors import Conflict, SettingsError, ShardFailed
 from laya_serverless.http.app import create_app
 from laya_serverless.jobs.events import dispatch
 from laya_serverless.jobs.handler import make_handler
@@ -29,6 +29,8 @@ from tests.functional.jobs_support import SETTINGS, decider, make_worker, states
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 BUCKET, PREFIX, JOB = "laya-jobs-test", "laya-artifacts", "tickets-2026-12"
 N_STATES = 200
+
+pytestmark = pytest.mark.usefixtures("close_mangums_loop")
 
 
 def event(name: str) -> dict[str, Any]:
@@ -107,10 +109,13 @@ def test_a_direct_submission_starts_one_execution_and_a_retry_the_same_one(aws: 
 
 def test_without_an_id_the_request_id_names_the_job(aws: SimpleNamespace) -> None:
     upload_input(aws, states(10))
-    submission = {k: v for k, v in event("jobs-direct-submission.json").items() if k != "id"}
-    first = call(aws, submission, request_id="0a1b-2c3d")
-    assert first["id"] == "direct-0a1b2c3d" and call(aws, submission, request_id="0a1b-2c3d") == first
-    assert call(aws, submission, request_id="ffff")["id"] == "direct-ffff"
+    named = {k: v for k, v in event("jobs-direct-submission.json").items() if k != "id"}
+    first = call(aws, named, request_id="0a1b-2c3d")
+    assert first["id"] == "direct-0a1b2c3d" and call(aws, named, request_id="0a1b-2c3d") == first
+    with pytest.raises(Conflict, match="already the output of another job"):   # one job per output
+        call(aws, named, request_id="eeee")
+    unnamed = {k: v for k, v in named.items() if k != "output"}
+    assert call(aws, unnamed, request_id="ffff")["id"] == "direct-ffff"
 
 
 def test_the_state_machine_s_tasks_end_the_job_with_every_index_once(aws: SimpleNamespace) -> None:

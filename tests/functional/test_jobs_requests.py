@@ -220,3 +220,51 @@ def test_a_job_whose_output_cannot_be_written_ends_failed_saying_why(tmp_path: P
         ended = engine.wait(accepted.json()["id"], timeout=60)
         assert ended["status"] == "failed" and "could not be written to its output" in ended["detail"], ended
         assert str(tmp_path) not in ended["detail"]
+
+
+def test_a_slow_job_body_never_holds_the_only_admission_slot(tmp_path: Path) -> None:
+    """POST /v1/jobs reads its body before admission, as the decision routes do: a slow sender gets its 408 and
+    a decision request meanwhile is answered (it read inside the slot: 16 slow senders locked out every route)."""
+    import asyncio
+
+    import httpx
+
+    settings = Settings(max_concurrent=1, body_read_timeout=0.5)
+    app = create_app({"english": decider()}, settings, registry=Registry(),
+                     jobs=JobService(LocalStore(tmp_path), Idle(), settings))
+
+    async def slow_body() -> Any:
+        yield b'{"states": ["x"], '
+        await asyncio.sleep(2)
+        yield b'"questions": {}}'
+
+    async def run() -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://local") as client:
+            stalled = asyncio.create_task(client.post("/v1/jobs", content=slow_body()))
+            await asyncio.sleep(0.1)
+            served = await client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, "lang": "en"})
+            return served, await stalled
+
+    served, timed_out = asyncio.run(run())
+    assert served.status_code == 200, served.text
+    assert (timed_out.status_code, timed_out.json()) == (408, {"detail": "request body was not received in time"})
+
+
+@pytest.mark.parametrize("confidence", ["laya", "jev"])
+def test_a_strict_deployment_s_job_lines_are_its_batch_results(tmp_path: Path, confidence: str) -> None:
+    """Strict mode reaches jobs: the body is prepared as /batch prepares it (default instructions), and each line's
+    result is shaped as /batch shapes it, with the deployment's confidence (the worker used to drop both)."""
+    import json
+
+    settings = Settings(jobs_time_budget=0.05, jobs_token_rate=20_000, jev_strict=True, jev_confidence=confidence)
+    store = LocalStore(tmp_path)
+    engine = LocalEngine(store, partial(make_worker, tmp_path, settings=settings), processes=False)
+    questions = {"churn": {"type": "noul"}, "team": QUESTIONS["team"]}   # strict: no instructions needed
+    with TestClient(create_app({"english": decider()}, settings, jobs=JobService(store, engine, settings))) as client:
+        batch = client.post("/v1/systemone/batch", json={"states": states(6), "questions": questions, "lang": "en"})
+        assert batch.status_code == 200, batch.text
+        accepted = client.post("/v1/jobs", json={"states": states(6), "questions": questions, "lang": "en"})
+        assert accepted.status_code == 202, accepted.text
+        assert engine.wait(accepted.json()["id"], timeout=60)["status"] == "succeeded"
+        lines = [json.loads(line) for line in client.get("/v1/jobs/%s/results" % accepted.json()["id"]).iter_lines()]
+    assert [line["result"] for line in lines] == batch.json()["results"]

@@ -14,7 +14,6 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import Unauthenticated
 from ..protocol.jobs_port import JobsPort
-from .body import read_json
 from .serving import Serving, serving
 
 router = APIRouter()
@@ -41,8 +40,9 @@ def _bearer(serve: Serving, authorization: str | None) -> None:
 async def submit_job(request: Request, serve: ServingDep, jobs: JobsDep,
                      authorization: Authorization = None) -> JSONResponse:
     """Many states (inline, or a JSONL file in the store), one question set: answered in shards, in the background."""
-    async with serve.admitted(authorization) as deployment:
-        body = await read_json(request, serve.settings.body_read_timeout)
+    # The body is read before an admission slot is taken, under the per-client reading limit, as on the
+    # decision routes: a slow sender holds a reading place of its own address, never a slot.
+    async with serve.received(request, authorization) as (deployment, body):
         accepted = await run_in_threadpool(jobs.submit, body, serve.registry, list(deployment.names))
         return JSONResponse(accepted, status_code=202)
 

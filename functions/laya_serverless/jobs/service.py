@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from ..artifact.store import ObjectStore
 from ..errors import Conflict, InvalidRequest, LayaError, NotReady
+from ..protocol import strict
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
 from ..settings import Settings
@@ -72,6 +73,7 @@ class JobService:
 
     def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None) -> Doc:
         """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route)."""
+        body = strict.prepared(body) if self.settings.jev_strict else body   # as /batch prepares it
         request = job_request(body, self.store, registry, deployed, self.settings)
         job_id = job_id or new_job_id()
         if request.output is not None:

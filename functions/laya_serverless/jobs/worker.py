@@ -111,7 +111,7 @@ class Worker:
         batch = BatchControls(resolved.controls, size, resolved.sort_by_length)
         body = {"states": states, "questions": questions, **controls}
         results = answer_batch(self.deployment, self.detect, self.settings, body, batch)
-        return [shaped(r, self.settings.jev_strict) for r in results]
+        return [shaped(r, self.settings.jev_strict, self.settings.jev_confidence) for r in results]
 
     def give_up(self, job_id: str, shards: Sequence[int], detail: str) -> list[int]:
         return give_up(self.store, job_id, shards, detail)

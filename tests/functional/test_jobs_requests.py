@@ -268,3 +268,45 @@ def test_a_strict_deployment_s_job_lines_are_its_batch_results(tmp_path: Path, c
         assert engine.wait(accepted.json()["id"], timeout=60)["status"] == "succeeded"
         lines = [json.loads(line) for line in client.get("/v1/jobs/%s/results" % accepted.json()["id"]).iter_lines()]
     assert [line["result"] for line in lines] == batch.json()["results"]
+
+
+def test_damaged_jobs_are_reported_for_that_job_and_never_stop_the_server(tmp_path: Path) -> None:
+    """A corrupt or partial job document, a corrupt or missing spec, a missing results file: each is reported for
+    its job (failed with the reason, a 409 for results, error lines in a stream), the server still starts and
+    answers the other jobs, and nothing is a 500 (a `{}` document used to stop `serve` from starting)."""
+    import json
+
+    from laya_serverless.jobs.layout import job_key, result_key, spec_key
+
+    store = LocalStore(tmp_path)
+    engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=JobService(store, engine, SETTINGS))) as client:
+        done = client.post("/v1/jobs", json={"states": states(30), "questions": QUESTIONS, "lang": "en"}).json()
+        assert engine.wait(done["id"], timeout=60)["status"] == "succeeded"
+    assert done["shards"] >= 2
+    Path(store.root, result_key(done["id"], 1)).unlink()   # a results file removed by hand
+    for name, document in (("empty", b"{}"), ("garbage", b"\x00not json"), ("partial", b'{"id": "partial"}')):
+        store.create(job_key(name), document)
+    running = json.loads(Path(store.root, job_key(done["id"])).read_text())
+    store.create(job_key("nospec"), json.dumps(dict(running, id="nospec", status="running", finished=[])).encode())
+    store.create(job_key("badspec"), json.dumps(dict(running, id="badspec", status="succeeded")).encode())
+    store.create(spec_key("badspec"), b'{"bounds": "nope"}')
+
+    engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=JobService(store, engine, SETTINGS))) as client:
+        for name in ("empty", "garbage", "partial"):
+            status = client.get("/v1/jobs/%s" % name)
+            assert status.status_code == 200 and status.json()["status"] == "failed", status.text
+            assert "incomplete or corrupt" in status.json()["detail"] or "is corrupt" in status.json()["detail"]
+            results = client.get("/v1/jobs/%s/results" % name)
+            assert results.status_code == 409 and "has no results to read" in results.json()["detail"]
+        assert engine.wait("nospec", timeout=30)["status"] == "failed"   # resumed at start, ended: no spec
+        assert "has no spec" in client.get("/v1/jobs/nospec").json()["detail"]
+        bad = client.get("/v1/jobs/badspec/results")
+        assert bad.status_code == 409 and "spec of job 'badspec' is incomplete or corrupt" in bad.json()["detail"]
+        lines = [json.loads(line) for line in client.get("/v1/jobs/%s/results" % done["id"]).iter_lines()]
+    assert [line["index"] for line in lines] == list(range(30))   # whole: the missing shard reads as error lines
+    missing = [line for line in lines if "error" in line]
+    assert missing and all(line["error"]["detail"] == "this shard's results are missing from the store"
+                           for line in missing)
+    assert str(tmp_path) not in json.dumps(lines)

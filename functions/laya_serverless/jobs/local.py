@@ -25,10 +25,10 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 
 from ..artifact.store import ObjectStore, open_store
-from ..errors import ShardFailed
+from ..errors import JobError, ShardFailed
 from ..settings import Settings
 from .layout import is_job_id, shard_failure
-from .merge import finish
+from .merge import fail, finish
 from .results import read_spec
 from .runtime import load_worker
 from .service import JobService
@@ -109,9 +109,16 @@ class LocalEngine:
         self._thread, self._pool = None, None
 
     def unfinished(self) -> list[str]:
-        """Ids of the jobs in the store that have not ended, oldest first."""
-        docs = [read_job(self.store, key.split("/")[1])[0] for key in self.store.list("jobs/")
-                if key.count("/") == 2 and key.endswith("/job.json") and is_job_id(key.split("/")[1])]
+        """Ids of the jobs in the store that have not ended, oldest first. A job whose document cannot be read is
+        skipped, logged (its status says why): one damaged job never stops the server from starting."""
+        docs = []
+        for key in self.store.list("jobs/"):
+            job_id = key.split("/")[1]
+            if key.count("/") == 2 and key.endswith("/job.json") and is_job_id(job_id):
+                try:
+                    docs.append(read_job(self.store, job_id)[0])
+                except JobError as exc:
+                    _log.warning("job %s is not resumed: %s", job_id, exc)
         return [doc["id"] for doc in sorted(docs, key=lambda d: d["created_at"]) if doc["status"] not in TERMINAL]
 
     def _executor(self) -> Executor:
@@ -136,8 +143,11 @@ class LocalEngine:
         doc, _ = read_job(self.store, job_id)
         if doc["status"] in TERMINAL:
             return doc
+        try:
+            shards = len(read_spec(self.store, job_id)["bounds"]) - 1
+        except JobError as exc:   # nothing to answer: ended, saying why, instead of running forever
+            return fail(self.store, job_id, str(exc))
         mark_running(self.store, job_id)
-        shards = len(read_spec(self.store, job_id)["bounds"]) - 1
         pending: dict[Future[str], tuple[int, int, Executor]] = {}
 
         def submit(shard: int, attempt: int) -> None:

@@ -22,10 +22,21 @@ Spec = dict[str, Any]
 
 
 def read_spec(store: ObjectStore, job_id: str) -> Spec:
+    """The job's spec; JobError when it is missing, does not parse, or its shard bounds are not bounds."""
     found = store.read(spec_key(job_id))
     if found is None:
-        raise JobError("job %r has no spec in %s" % (job_id, store.uri))
-    spec: Spec = json.loads(found[0])
+        raise JobError("job %r has no spec" % job_id)
+    try:
+        spec = json.loads(found[0])
+    except ValueError as exc:
+        raise JobError("the spec of job %r is corrupt" % job_id) from exc
+    bounds = spec.get("bounds") if isinstance(spec, dict) else None
+    if not (isinstance(spec, dict) and isinstance(spec.get("questions"), dict)
+            and isinstance(spec.get("controls"), dict) and isinstance(bounds, list) and len(bounds) >= 2
+            and bounds[0] == 0
+            and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds)
+            and all(a < b for a, b in zip(bounds, bounds[1:], strict=False))):
+        raise JobError("the spec of job %r is incomplete or corrupt" % job_id)
     return spec
 
 
@@ -61,15 +72,26 @@ def count_lines(data: bytes) -> tuple[int, int]:
     return len(lines) - failed, failed
 
 
+MISSING_RESULTS = "this shard's results are missing from the store"
+DAMAGED_RESULTS = "this shard's results in the store are damaged"
+
+
+def _indices(data: bytes) -> list[Any] | None:
+    try:
+        return [json.loads(line)["index"] for line in data.splitlines()]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
 def iter_results(store: ObjectStore, job_id: str, spec: Spec) -> Iterator[bytes]:
-    """Every shard's lines in input order; each shard is checked to hold exactly its indices, once."""
+    """Every shard's lines in input order; each shard is checked to hold exactly its indices, once. A shard
+    whose results are missing or damaged (removed or edited in the store) reads as error lines for its
+    indices: a stream already started must end whole, one line an index, never cut."""
     for shard in range(len(spec["bounds"]) - 1):
         data = read_result(store, job_id, shard)
-        if data is None:
-            raise JobError("job %r has no results for shard %d" % (job_id, shard))
-        indices = [json.loads(line)["index"] for line in data.splitlines()]
-        if indices != list(shard_range(spec, shard)):
-            raise JobError("the results of job %r shard %d do not hold its indices" % (job_id, shard))
+        if data is None or _indices(data) != list(shard_range(spec, shard)):
+            yield error_lines(shard_range(spec, shard), MISSING_RESULTS if data is None else DAMAGED_RESULTS)
+            continue
         yield data
 
 

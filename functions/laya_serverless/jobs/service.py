@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..artifact.store import ObjectStore
-from ..errors import Conflict, InvalidRequest, LayaError, NotReady
+from ..errors import Conflict, InvalidRequest, JobError, LayaError, NotReady
 from ..protocol import strict
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
@@ -32,7 +32,7 @@ from .layout import (
 from .merge import fail
 from .results import iter_results, read_spec
 from .spec import job_request
-from .state import FAILED, TERMINAL, Doc, encode, new_job, public, read_job
+from .state import FAILED, TERMINAL, Doc, damaged, encode, new_job, public, read_job
 
 _WRITERS = 16  # parallel shard writes: S3 PUTs are ~20-50 ms each
 
@@ -104,18 +104,25 @@ class JobService:
         return {"id": job_id, "status": doc["status"], "states": doc["states"], "shards": doc["shards_total"]}
 
     def status(self, job_id: str) -> Doc:
-        return public(read_job(self.store, job_id)[0])
+        try:
+            return public(read_job(self.store, job_id)[0])
+        except JobError as exc:   # reported for this job, never a 500
+            return damaged(job_id, exc)
 
     def results(self, job_id: str) -> Iterator[bytes]:
         """The job's result lines in input order, once it has ended (409 before; 404 for an unknown id)."""
-        doc, _ = read_job(self.store, job_id)
+        try:
+            doc, _ = read_job(self.store, job_id)
+            spec = read_spec(self.store, job_id)
+        except JobError as exc:
+            raise Conflict("job %r has no results to read: %s" % (job_id, exc)) from None
         if doc["status"] == FAILED and doc["shards_done"] < doc["shards_total"]:
             raise Conflict("job %r failed without results: %s" % (job_id, doc.get("detail") or "see its status"))
         if doc["status"] not in TERMINAL:
             raise Conflict("job %r is %s (%d of %d shards done); its results are ready once its status is "
                            "succeeded, partial or failed" % (job_id, doc["status"], doc["shards_done"],
                                                               doc["shards_total"]))
-        return iter_results(self.store, job_id, read_spec(self.store, job_id))
+        return iter_results(self.store, job_id, spec)
 
     def open(self) -> None:
         self.engine.open()

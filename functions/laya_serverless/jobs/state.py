@@ -42,8 +42,21 @@ def new_job(job_id: str, states: int, shards: int) -> Doc:
             "shards_done": 0, "created_at": stamp, "updated_at": stamp, "output": None, "finished": []}
 
 
+_COUNTS = ("states", "done", "failed", "shards_total", "shards_done")
+
+
+def _whole(doc: Any, job_id: str) -> bool:
+    """Whether a parsed document has every field this module reads, of the type it reads."""
+    return (isinstance(doc, dict) and doc.get("id") == job_id and doc.get("status") in (QUEUED, RUNNING, *TERMINAL)
+            and all(isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool) for k in _COUNTS)
+            and all(isinstance(doc.get(k), str) for k in ("created_at", "updated_at"))
+            and isinstance(doc.get("finished"), list) and all(isinstance(n, int) for n in doc["finished"])
+            and (doc.get("output") is None or isinstance(doc["output"], str)))
+
+
 def read_job(store: ObjectStore, job_id: str) -> tuple[Doc, str]:
-    """The job's document and its version; NotFound for an id this store never saw."""
+    """The job's document and its version; NotFound for an id this store never saw, JobError for a document
+    that does not parse or lacks what a job document holds (edited, truncated, written by something else)."""
     found = store.read(job_key(job_id)) if is_job_id(job_id) else None
     if found is None:
         raise NotFound("no job %r" % job_id)
@@ -51,7 +64,16 @@ def read_job(store: ObjectStore, job_id: str) -> tuple[Doc, str]:
         doc = json.loads(found[0])
     except ValueError as exc:
         raise JobError("the document of job %r is corrupt" % job_id) from exc
+    if not _whole(doc, job_id):
+        raise JobError("the document of job %r is incomplete or corrupt" % job_id)
     return doc, found[1]
+
+
+def damaged(job_id: str, why: JobError) -> Doc:
+    """What GET /v1/jobs/{id} answers for a job whose stored parts cannot be read: failed, saying why."""
+    return {"id": job_id, "status": FAILED, "states": 0, "done": 0, "failed": 0, "shards_total": 0,
+            "shards_done": 0, "created_at": None, "updated_at": None, "output": None,
+            "detail": "%s; it cannot be run or read" % why}
 
 
 def update_job(store: ObjectStore, job_id: str, change: Callable[[Doc], Doc | None]) -> Doc:

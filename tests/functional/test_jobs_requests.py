@@ -310,3 +310,29 @@ def test_damaged_jobs_are_reported_for_that_job_and_never_stop_the_server(tmp_pa
     assert missing and all(line["error"]["detail"] == "this shard's results are missing from the store"
                            for line in missing)
     assert str(tmp_path) not in json.dumps(lines)
+
+
+def test_an_idempotency_key_makes_a_retried_submission_the_same_job(tmp_path: Path) -> None:
+    """The same Idempotency-Key and body answer the same job and store nothing twice; another body with that key
+    is a 409; a key past its 24 h window starts a new job; a malformed key is a 400; no key, a new job each time."""
+    import json
+
+    from laya_serverless.jobs.layout import idempotency_key_of
+
+    store, client = _fresh(tmp_path)
+    job = body(input="jobs/input/good.jsonl")
+    first = client.post("/v1/jobs", json=job, headers={"Idempotency-Key": "order-7f3a"})
+    again = client.post("/v1/jobs", json=job, headers={"Idempotency-Key": "order-7f3a"})
+    assert first.status_code == again.status_code == 202 and again.json()["id"] == first.json()["id"]
+    assert len(list(Path(store.root, "jobs").glob("*/job.json"))) == 1
+    other = client.post("/v1/jobs", json=body(states=["another"]), headers={"Idempotency-Key": "order-7f3a"})
+    assert other.status_code == 409 and "used for another request within 24 h" in other.json()["detail"]
+    for bad in ("", "has space", "x" * 256):
+        refused = client.post("/v1/jobs", json=job, headers={"Idempotency-Key": bad})
+        assert refused.status_code == 400 and "Idempotency-Key" in refused.json()["detail"], (bad, refused.text)
+    unkeyed = [client.post("/v1/jobs", json=job).json()["id"] for _ in range(2)]
+    assert len(set(unkeyed)) == 2 and first.json()["id"] not in unkeyed
+    record = Path(store.root, idempotency_key_of("order-7f3a"))
+    record.write_text(json.dumps(dict(json.loads(record.read_text()), created=0)))   # a day and more ago
+    later = client.post("/v1/jobs", json=job, headers={"Idempotency-Key": "order-7f3a"})
+    assert later.status_code == 202 and later.json()["id"] != first.json()["id"]

@@ -37,13 +37,14 @@ def _bearer(serve: Serving, authorization: str | None) -> None:
 
 
 @router.post("/v1/jobs", status_code=202)
-async def submit_job(request: Request, serve: ServingDep, jobs: JobsDep,
-                     authorization: Authorization = None) -> JSONResponse:
+async def submit_job(request: Request, serve: ServingDep, jobs: JobsDep, authorization: Authorization = None,
+                     idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Many states (inline, or a JSONL file in the store), one question set: answered in shards, in the background."""
     # The body is read before an admission slot is taken, under the per-client reading limit, as on the
     # decision routes: a slow sender holds a reading place of its own address, never a slot.
     async with serve.received(request, authorization) as (deployment, body):
-        accepted = await run_in_threadpool(jobs.submit, body, serve.registry, list(deployment.names))
+        accepted = await run_in_threadpool(jobs.submit, body, serve.registry, list(deployment.names), None,
+                                           idempotency_key)
         return JSONResponse(accepted, status_code=202)
 
 

@@ -23,7 +23,8 @@ JOBS_PREFIX = "jobs/"
 INPUT_PREFIX = "jobs/input/"
 OUTPUT_PREFIX = "jobs/output/"
 CLAIMS_PREFIX = "jobs/claims/"
-RESERVED_IDS = ("input", "output", "claims")
+IDEMPOTENCY_PREFIX = "jobs/idempotency/"
+RESERVED_IDS = ("input", "output", "claims", "idempotency")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,79}")  # also a valid Step Functions execution name
 _KEY_SEGMENT = re.compile(r"[A-Za-z0-9._=+@,-]{1,255}")  # a file name on every store (255 bytes, ASCII here)
 _MAX_KEY = 1024  # S3's limit on a key, bytes
@@ -68,6 +69,11 @@ def default_output_key(job_id: str) -> str:
 def output_claim_key(output_key: str) -> str:
     """Where the job that named `output_key` as its output is recorded (create-only: one job per output)."""
     return "%s%s.json" % (CLAIMS_PREFIX, hashlib.sha256(output_key.encode("utf-8")).hexdigest())
+
+
+def idempotency_key_of(key: str) -> str:
+    """Where the job an `Idempotency-Key` started is recorded (hashed: the key is the client's text)."""
+    return "%s%s.json" % (IDEMPOTENCY_PREFIX, hashlib.sha256(key.encode("utf-8")).hexdigest())
 
 
 def default_output_owner(output_key: str) -> str | None:

@@ -8,12 +8,16 @@ async invocation retried by Lambda) writes nothing new and starts the same engin
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from ..artifact.store import ObjectStore
-from ..errors import Conflict, InvalidRequest, JobError, LayaError, NotReady
+from ..errors import Conflict, InvalidRequest, JobError, LayaError, MalformedRequest, NotReady
 from ..protocol import strict
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
@@ -22,6 +26,7 @@ from .layout import (
     OUTPUT_PREFIX,
     default_output_key,
     default_output_owner,
+    idempotency_key_of,
     job_key,
     manifest_key,
     new_job_id,
@@ -58,6 +63,43 @@ def claim_output(store: ObjectStore, job_id: str, output: str) -> None:
         raise Conflict("output %r was just claimed by another job; name another key" % output)
 
 
+IDEMPOTENCY_WINDOW_S = 24 * 3600  # what job APIs promise (Stripe, AWS): the same key within 24 h is the same job
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, no spaces
+
+
+def check_idempotency_key(key: str) -> None:
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise MalformedRequest("the Idempotency-Key header must be 1 to 255 printable ASCII characters, no spaces",
+                               location=("header", "idempotency-key"))
+
+
+def claim_idempotency(store: ObjectStore, key: str, body_sha256: str, job_id: str) -> str:
+    """The job id `key` names: `job_id` when the key is new (or its record older than the window), the earlier
+    job's when the same body came with it before; a different body with the same key is a 409."""
+    record_key = idempotency_key_of(key)
+    fresh = encode({"job": job_id, "body_sha256": body_sha256, "created": time.time()})
+    for _ in range(3):
+        found = store.read(record_key)
+        if found is None:
+            if store.create(record_key, fresh):
+                return job_id
+            continue
+        try:
+            record = json.loads(found[0])
+            earlier, digest, created = str(record["job"]), str(record["body_sha256"]), float(record["created"])
+        except (ValueError, KeyError, TypeError):
+            earlier, digest, created = "", "", 0.0   # a damaged record is treated as expired
+        if time.time() - created > IDEMPOTENCY_WINDOW_S:
+            if store.swap(record_key, fresh, found[1]):
+                return job_id
+            continue
+        if digest != body_sha256:
+            raise Conflict("this Idempotency-Key was used for another request within 24 h (job %r); use a new "
+                           "key for a new job" % earlier)
+        return earlier
+    raise Conflict("this Idempotency-Key is being used by concurrent requests; try again")
+
+
 class Engine(Protocol):
     def start(self, job_id: str) -> None:
         """Have every shard of the stored job answered, then the job ended (`merge.finish`)."""
@@ -71,11 +113,17 @@ class JobService:
     def __init__(self, store: ObjectStore, engine: Engine, settings: Settings) -> None:
         self.store, self.engine, self.settings = store, engine, settings
 
-    def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None) -> Doc:
-        """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route)."""
+    def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None,
+               idempotency_key: str | None = None) -> Doc:
+        """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route). With an
+        `idempotency_key` the same body within 24 h answers the same job (nothing is stored twice)."""
+        if idempotency_key is not None:
+            check_idempotency_key(idempotency_key)
         body = strict.prepared(body) if self.settings.jev_strict else body   # as /batch prepares it
         request = job_request(body, self.store, registry, deployed, self.settings)
         job_id = job_id or new_job_id()
+        if idempotency_key is not None:  # after validation: a refused body claims no key
+            job_id = claim_idempotency(self.store, idempotency_key, hashlib.sha256(encode(body)).hexdigest(), job_id)
         if request.output is not None:
             claim_output(self.store, job_id, request.output)
         tokens = estimated_tokens(request.states, request.questions, request.controls.get("max_len"),

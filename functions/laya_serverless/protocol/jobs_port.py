@@ -16,8 +16,9 @@ JobDoc = dict[str, Any]
 
 class JobsPort(Protocol):
     def submit(self, body: Any, registry: Registry, deployed: Sequence[str],
-               job_id: str | None = None) -> JobDoc:
-        """Validate and store a job, start it, and answer its public document (202)."""
+               job_id: str | None = None, idempotency_key: str | None = None) -> JobDoc:
+        """Validate and store a job, start it, and answer its public document (202); the same
+        `idempotency_key` and body within 24 h answer the same job."""
 
     def status(self, job_id: str) -> JobDoc: ...
 

@@ -336,3 +336,38 @@ def test_an_idempotency_key_makes_a_retried_submission_the_same_job(tmp_path: Pa
     record.write_text(json.dumps(dict(json.loads(record.read_text()), created=0)))   # a day and more ago
     later = client.post("/v1/jobs", json=job, headers={"Idempotency-Key": "order-7f3a"})
     assert later.status_code == 202 and later.json()["id"] != first.json()["id"]
+
+
+class _ReadsCounted(LocalStore):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        self.reads.append(key)
+        return super().read(key)
+
+
+def test_an_input_over_the_limit_is_refused_from_its_size_before_a_byte_is_read(tmp_path: Path) -> None:
+    """The input's size comes from the store's metadata (stat here, HEAD on S3): a 413 without reading the
+    object (a multi-GB input used to be read whole first, and run a Lambda function out of memory)."""
+    store = _ReadsCounted(tmp_path / "store")
+    store.create("jobs/input/huge.jsonl", b'"x"\n' * 1000)
+    settings = Settings(api_key="k3y", jobs_max_input_bytes=1000)
+    client = TestClient(create_app({"english": decider()}, settings, registry=Registry(),
+                                   jobs=JobService(store, Idle(), settings)), headers={"Authorization": "Bearer k3y"})
+    refused = client.post("/v1/jobs", json=body(input="jobs/input/huge.jsonl"))
+    assert (refused.status_code, refused.json()) == (413, {"detail": "input too large (4000 > 1000 bytes)"})
+    assert "jobs/input/huge.jsonl" not in store.reads
+
+
+def test_a_link_out_of_the_local_store_is_not_an_input(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b'"a secret of this machine"\n')
+    store, client = _fresh(tmp_path)
+    Path(store.root, "jobs/input/link.jsonl").symlink_to(outside)
+    refused = client.post("/v1/jobs", json=body(input="jobs/input/link.jsonl"))
+    assert refused.status_code == 422 and "does not exist" in refused.json()["detail"]
+    inside = Path(store.root, "jobs/input/alias.jsonl")
+    inside.symlink_to(Path(store.root, "jobs/input/good.jsonl"))   # a link within the store is an object
+    assert client.post("/v1/jobs", json=body(input="jobs/input/alias.jsonl")).status_code == 202

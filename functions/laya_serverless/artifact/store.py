@@ -53,6 +53,9 @@ class ObjectStore(Protocol):
     def read(self, key: str) -> tuple[bytes, str] | None:
         """The object and its version tag, or None when there is none."""
 
+    def size(self, key: str) -> int | None:
+        """The object's size in bytes from its metadata (nothing is read), or None when there is none."""
+
     def download(self, key: str, destination: Path) -> str:
         """Write the object to `destination`; returns the sha256 of the bytes written, hashed as they stream."""
 
@@ -77,6 +80,14 @@ class LocalStore:
     def _path(self, key: str) -> Path:
         return self.root / key
 
+    def _inside(self, key: str) -> Path | None:
+        """The object's file, or None when there is none or a link leads out of the store (a link to a file
+        elsewhere is not an object of this store: `jobs/input/` must not read the machine's files)."""
+        path = self._path(key)
+        if not path.is_file() or not path.resolve().is_relative_to(self.root):
+            return None
+        return path
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -96,11 +107,15 @@ class LocalStore:
         os.replace(tmp, path)
 
     def read(self, key: str) -> tuple[bytes, str] | None:
-        path = self._path(key)
-        if not path.is_file():
+        path = self._inside(key)
+        if path is None:
             return None
         data = path.read_bytes()
         return data, hashlib.sha256(data).hexdigest()
+
+    def size(self, key: str) -> int | None:
+        path = self._inside(key)
+        return None if path is None else path.stat().st_size
 
     def download(self, key: str, destination: Path) -> str:
         path = self._path(key)
@@ -162,6 +177,15 @@ class S3Store:
                 return None
             raise ArtifactError("cannot read %s/%s: %s" % (self.uri, key, exc)) from exc
         return response["Body"].read(), response["ETag"]
+
+    def size(self, key: str) -> int | None:
+        try:
+            response = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            if self._code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise ArtifactError("cannot read the size of %s/%s: %s" % (self.uri, key, exc)) from exc
+        return int(response["ContentLength"])
 
     def download(self, key: str, destination: Path) -> str:
         try:

@@ -87,6 +87,12 @@ def uri_of(store: ObjectStore, key: str) -> str:
     return "%s/%s" % (store.uri.rstrip("/"), key)
 
 
+def public_place(store: ObjectStore, key: str) -> str:
+    """Where `key` is, as a client may be told: its S3 URI (what `aws s3 cp` takes), or for a local store the key
+    inside it (the server's own folders are not a client's business; LAYA_STORE names the folder)."""
+    return uri_of(store, key) if store.uri.startswith("s3://") else key
+
+
 def key_in(store: ObjectStore, name: str, where: str, field: str) -> str:
     """The store key that `name` (a key relative to the store, or a URI/path inside it) points at, which must
     lie under `where`; anything else is refused, so a job can only read and write its own prefixes."""
@@ -97,7 +103,7 @@ def key_in(store: ObjectStore, name: str, where: str, field: str) -> str:
             and all(_KEY_SEGMENT.fullmatch(part) and part not in (".", "..") for part in segments))
     if not fits:
         raise InvalidRequest("%s %r is outside this deployment's job %s prefix %s; put the file under it"
-                             % (field, name, where.rstrip("/").rpartition("/")[2], uri_of(store, where)),
+                             % (field, name, where.rstrip("/").rpartition("/")[2], public_place(store, where)),
                              location=(field,))
     return key
 

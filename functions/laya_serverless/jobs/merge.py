@@ -8,7 +8,7 @@ import logging
 
 from ..artifact.store import ObjectStore
 from ..errors import LayaError
-from .layout import default_output_key, uri_of
+from .layout import default_output_key, public_place
 from .results import read_spec, write_output
 from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
 from .worker import give_up
@@ -37,7 +37,7 @@ def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
     def end(current: Doc) -> Doc | None:
         if current["status"] in TERMINAL:
             return None
-        return dict(current, status=end_status(current), output=uri_of(store, key))
+        return dict(current, status=end_status(current), output=public_place(store, key))
 
     return update_job(store, job_id, end)
 

@@ -79,10 +79,13 @@ def read_input(store: ObjectStore, name: Any, settings: Settings) -> list[Any]:
         raise MalformedRequest("'input' must be a store URI (or key) of a JSONL file, one state per line",
                                location=_INPUT)
     key = key_in(store, name, INPUT_PREFIX, "input")
+    size = store.size(key)  # from the metadata, before a byte is read: a huge object is never in memory
+    if size is not None and size > settings.jobs_max_input_bytes:
+        raise TooLarge("input too large (%d > %d bytes)" % (size, settings.jobs_max_input_bytes))
     found = store.read(key)
-    if found is None:
+    if size is None or found is None:
         raise InvalidRequest("input %r does not exist" % name, location=_INPUT)
-    if len(found[0]) > settings.jobs_max_input_bytes:
+    if len(found[0]) > settings.jobs_max_input_bytes:  # replaced between the two calls
         raise TooLarge("input too large (%d > %d bytes)" % (len(found[0]), settings.jobs_max_input_bytes))
     states, lines = parse_input(found[0], settings)
     check_states(states, (("input line %d" % n, _INPUT) for n in lines), settings)

@@ -70,3 +70,39 @@ def test_headers_that_never_end_are_refused_past_the_size_bound(address: tuple[s
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (MAX_HEADER_BYTES + 10))
         _, received = _closed_after(sock, 5)
     assert received.startswith(b"HTTP/1.1 400")
+    assert b"application/json" in received and b'{"detail": "invalid HTTP request' in received
+
+
+@pytest.mark.parametrize("request_head", [
+    b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n{",   # answered 401 before its body
+    b"DELETE /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n{",   # 405
+], ids=["401", "405"])
+def test_a_connection_answered_before_its_body_is_closed_once_it_stalls(request_head: bytes) -> None:
+    """A request refused before its body is read, whose client then trickles the body: the connection is closed at
+    the header deadline (it used to stay open forever: uvicorn stops its keep-alive timer at the next byte)."""
+    settings = Settings(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE, api_key="k3y")
+    app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
+    port = free_port()
+    server, thread = start_server(uvicorn_config(app, settings, "127.0.0.1", port))
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(request_head)
+            time.sleep(0.3)
+            sock.sendall(b'"')   # one more byte of a body nobody reads
+            waited, received = _closed_after(sock, 6)
+        assert received.startswith((b"HTTP/1.1 401", b"HTTP/1.1 405")), received[:80]
+        assert waited < 5, "the connection was held %.1f s" % waited
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+
+
+def test_one_header_past_the_bound_in_a_single_piece_is_a_json_431(address: tuple[str, int]) -> None:
+    with socket.create_connection(address) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (60 * 1024) + b"\r\n\r\n")
+        _, received = _closed_after(sock, 5)
+    assert received.startswith(b"HTTP/1.1 431") and b"request headers too large" in received
+    with socket.create_connection(address) as sock:   # under the bound: served
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"a" * 1000 + b"\r\n\r\n")
+        _, received = _closed_after(sock, 3)
+    assert received.startswith(b"HTTP/1.1 200")

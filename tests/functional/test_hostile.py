@@ -13,6 +13,7 @@ import copy
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from fastapi.testclient import TestClient
@@ -129,3 +130,81 @@ def test_arbitrary_json_events_are_always_answered(event: Any) -> None:
     answer = HANDLERS["lambda"](event, lambda_context())
     assert isinstance(answer, dict)
     assert answer.get("statusCode", 400) < 500
+
+
+# The jobs routes and the jobs function's events, over a local store seeded with an input, a finished job's
+# neighbours and a damaged document: generated submissions, ids and events.
+_job_field = st.sampled_from(["states", "input", "output", "questions", "model", "task", "lang", "max_len",
+                              "head_max_len", "min_confidence", "batch_size", "sort_by_length", "id"])
+_store_name = st.one_of(_text, st.sampled_from([
+    "jobs/input/good.jsonl", "jobs/input/../../pointers/x.json", "jobs/input/" + "a" * 300, "jobs/output/x.jsonl",
+    "jobs/output/", "jobs/output/good.jsonl/x", "/etc/passwd", "s3://elsewhere/jobs/input/good.jsonl",
+    "jobs/output/damaged.jsonl", "jobs/input/good.jsonl\n"]))
+_job = st.builds(lambda questions, extra: {"questions": questions, **extra},
+                 st.dictionaries(_text, st.one_of(_question, _json), max_size=2),
+                 st.dictionaries(_job_field, st.one_of(_json, _store_name), max_size=4))
+_job_body = st.one_of(_job.map(lambda r: json.dumps(r, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+                      st.binary(max_size=48))
+_job_id = st.one_of(_text, st.sampled_from(["damaged", "input", "claims", "a" * 81, "..", "%2e%2e", "x\n"]))
+
+
+class _IdleEngine:
+    def start(self, job_id: str) -> None: ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@pytest.fixture(scope="module")
+def jobs_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from laya_serverless.artifact.store import LocalStore
+    from laya_serverless.jobs.service import JobService
+    from tests.functional.jobs_support import SETTINGS, make_worker
+
+    root = tmp_path_factory.mktemp("hostile-jobs")
+    store = LocalStore(root)
+    store.create("jobs/input/good.jsonl", b'"a"\n{"b": 1}\n')
+    store.create("jobs/damaged/job.json", b'{"id": "damaged"}')
+    chosen = Settings(api_key="k3y", jobs_max_states=50)
+    service = JobService(store, _IdleEngine(), chosen)
+    app = create_app({"english": fake_decider([1.5, 0.5, 0.25, 2.0])}, chosen, registry=Registry(), jobs=service)
+    return {"client": TestClient(app, raise_server_exceptions=False), "service": service,
+            "worker": make_worker(root, settings=SETTINGS)}
+
+
+@BOUNDED
+@given(body=_job_body, job_id=_job_id, key=st.one_of(st.none(), _text))
+def test_generated_job_requests_never_get_a_5xx(jobs_world: dict[str, Any], body: bytes, job_id: str,
+                                                key: str | None) -> None:
+    client = jobs_world["client"]
+    headers = dict(AUTH, **({"Idempotency-Key": key} if key is not None and key.isascii() and key.isprintable() else {}))
+    submitted = client.post("/v1/jobs", content=body, headers=headers)
+    _check(submitted.status_code, submitted.content)
+    for path in ("/v1/jobs/%s", "/v1/jobs/%s/results"):
+        read = client.get(path % quote(job_id.encode("utf-8", "surrogatepass"), safe=""), headers=AUTH)
+        _check(read.status_code, read.content)
+
+
+_action = st.sampled_from(["answer", "give_up", "finish", "explode", None, 3])
+_event = st.one_of(_json, st.builds(
+    lambda action, job, extra: {"action": action, "job": job, **extra}, _action, _job_id,
+    st.dictionaries(st.sampled_from(["Items", "error", "attempts", "job"]), st.one_of(
+        _json, st.lists(st.fixed_dictionaries({"shard": st.integers(-3, 10**12)}), max_size=3)), max_size=3)),
+    _job.map(lambda submission: {k: v for k, v in submission.items() if k != "action"}))
+
+
+@BOUNDED
+@given(event=_event)
+def test_no_jobs_event_raises_anything_but_a_documented_kind(jobs_world: dict[str, Any], event: Any) -> None:
+    """The jobs function answers or raises a `LayaError` (JobError for what its retry policy retries, a
+    RequestError for a refused submission, dead-lettered with its reason): never a bare Python exception."""
+    from laya_serverless.errors import LayaError
+    from laya_serverless.jobs.events import dispatch
+    from laya_serverless.local import lambda_context as context
+
+    try:
+        answer = dispatch(jobs_world["worker"], jobs_world["service"], event, context())
+    except LayaError:
+        return
+    assert isinstance(answer, dict)

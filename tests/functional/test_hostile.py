@@ -178,7 +178,8 @@ def jobs_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_generated_job_requests_never_get_a_5xx(jobs_world: dict[str, Any], body: bytes, job_id: str,
                                                 key: str | None) -> None:
     client = jobs_world["client"]
-    headers = dict(AUTH, **({"Idempotency-Key": key} if key is not None and key.isascii() and key.isprintable() else {}))
+    sendable = key is not None and key.isascii() and key.isprintable()
+    headers = dict(AUTH, **({"Idempotency-Key": key} if sendable else {}))
     submitted = client.post("/v1/jobs", content=body, headers=headers)
     _check(submitted.status_code, submitted.content)
     for path in ("/v1/jobs/%s", "/v1/jobs/%s/results"):

@@ -80,7 +80,9 @@ def build(checkpoint: Path, target: str) -> Path:
 
     goldens = recorded_goldens(checkpoint, DEMO_NAME, checkpoint.parent / (checkpoint.name + "-goldens"), progress=say)
     artifact = CACHE / "artifacts" / ("%s-%s-%d" % (DEMO_NAME, target, time.time()))
-    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, goldens_path=goldens, progress=say)
+    # The int8 search's decision is kept (and shipped for the demo): a later build reuses it, not searching again.
+    build_artifact(checkpoint, target, artifact, name=DEMO_NAME, goldens_path=goldens, progress=say,
+                   search_records=CACHE / "search-records", emulate_classes=True)
     return artifact
 
 

@@ -61,17 +61,21 @@ from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, corpus_info, run_gate
-from .quantize import OPTIMIZATION_LEVEL
+from .quantize import FIXED_CANDIDATES, LAYER_MIX, OPTIMIZATION_LEVEL, layer_candidate
 from .regate import canonical_goldens, goldens_sidecar
 from .search import (
     MIN_SPEEDUP,
     SEARCH_THREADS,
+    SearchResult,
     SpeedTimer,
     check_candidate_names,
     precision_search,
     prepare_artifact,
+    reuse_decision,
     wall_clock,
 )
+from .search_records import SHIPPED as SHIPPED_RECORDS
+from .search_records import decision_key, find_record, save_record
 
 TARGETS = targets.TARGETS
 AVX2_CLASS = "avx2"
@@ -174,9 +178,35 @@ def _optimized_offline() -> dict[str, Any]:
     return {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}
 
 
+def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
+            progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
+            min_speedup: float | None, timer: SpeedTimer, records: Path | None, research: bool) -> SearchResult:
+    """The precision search, or the decision a record kept for exactly this search (`search_records`)."""
+    key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
+    found = None if records is None or research else find_record(key, [records, SHIPPED_RECORDS])
+    if found is not None:
+        record, path = found
+        progress("    reusing the search record %s (recorded %s): %s" % (path.name, record.get("recorded"),
+                                                                        record.get("why")))
+        if record["chosen"] is None:
+            return SearchResult(None, {"mode": "reused", "reused_record": path.name, "chosen": None,
+                                       "why": "%s (search record %s; --research searches again)"
+                                              % (record.get("why") or "nothing passed", path.name)})
+        chosen = str(record["chosen"])
+        candidate = (layer_candidate(record.get("layers") or [], LAYER_MIX) if chosen == LAYER_MIX
+                     else next(c for c in FIXED_CANDIDATES if c.name == chosen))
+        return reuse_decision(raw / GRAPH_FILE, raw, scratch, goldens, target, candidate, path, progress=progress)
+    result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
+                              exhaustive=exhaustive, min_speedup=min_speedup, progress=progress, timer=timer)
+    if records is not None:
+        progress("    search record kept: %s" % save_record(key, result.record, records))
+    return result
+
+
 def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], target: str,
                progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
-               min_speedup: float | None, timer: SpeedTimer, emulate: bool = True) -> Staged:
+               min_speedup: float | None, timer: SpeedTimer, emulate: bool = True,
+               checkpoint_dir: Path = Path("."), records: Path | None = None, research: bool = False) -> Staged:
     """cpu-fp32: the export optimized offline and gated. cpu-int8: the precision search, then its choice gated."""
     tolerance = TOLERANCES[target]
     if target == targets.CPU_FP32:
@@ -185,8 +215,8 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
         return Staged(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS), {"weights": "fp32"},
                       _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
-    result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
-                              exhaustive=exhaustive, min_speedup=min_speedup, progress=progress, timer=timer)
+    result = _search(checkpoint_dir, raw, scratch, goldens, target, progress, candidates=candidates,
+                     exhaustive=exhaustive, min_speedup=min_speedup, timer=timer, records=records, research=research)
     if result.chosen is None:
         return Staged(GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens), search=result.record,
                                  notes=["nothing to confirm: %s; build cpu-fp32" % result.record["why"]]), {})
@@ -262,7 +292,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                    exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
                    progress: Callable[[str], None] = lambda _m: None,
                    timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME,
-                   emulate_classes: bool = True) -> tuple[Path, GateReport]:
+                   emulate_classes: bool = False, search_records: Path | None = None,
+                   research: bool = False) -> tuple[Path, GateReport]:
     """Build, gate and describe one (checkpoint, target) configuration in `out_dir`, for any target.
 
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
@@ -274,7 +305,10 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
     `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead. A
     passing int8 artifact is then checked as an AVX2 CPU under emulation (`emulate_classes`, where qemu is
-    installed), and the classes it holds on are recorded in the manifest.
+    installed; the CLI, `make serve` and `laya-artifacts deploy` turn it on), and the classes it holds on are
+    recorded in the manifest. With `search_records` (a directory)
+    the search's decision is kept there and reused by a later build of the same search (`search_records.py`;
+    the package's shipped records are read too); `research` searches again.
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
@@ -299,7 +333,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         else:
             staged = _stage_cpu(raw, Path(scratch), out_dir, goldens, target, progress, candidates=candidates,
                                 exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer,
-                                emulate=emulate_classes)
+                                emulate=emulate_classes, checkpoint_dir=Path(checkpoint_dir),
+                                records=search_records, research=research)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None

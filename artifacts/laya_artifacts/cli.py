@@ -45,7 +45,9 @@ def _build(args: argparse.Namespace) -> int:
         artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
                                      goldens_path=args.goldens, gate_cases=args.gate_cases,
                                      candidates=_candidates(args.candidates), exhaustive_search=args.exhaustive_search,
-                                     min_speedup=args.min_speedup, progress=_progress)
+                                     min_speedup=args.min_speedup, progress=_progress,
+                                     search_records=Path(args.search_records) if args.search_records else None,
+                                     research=args.research, emulate_classes=args.emulate_classes)
     except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
@@ -224,6 +226,12 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--min-speedup", type=float, default=MIN_SPEEDUP, metavar="X",
                        help="cpu-int8: a candidate must be X times as fast as FP32 on this machine "
                             "(default %(default)s; 0 lifts the rule)")
+    build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
+                       help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
+    build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
+                       help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
+    build.add_argument("--research", action="store_true",
+                       help="search again even where a search record holds this search's decision")
     build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.set_defaults(run=_build)

@@ -119,7 +119,8 @@ def pipeline_builder(cache: Path, progress: Progress) -> Builder:
                   Path(cache) / "goldens" / ("%s-%s" % (_safe(name), weights_sha256(Path(checkpoint))[:12])))
         goldens = recorded_goldens(checkpoint, name, corpus, revision, progress)
         out = Path(cache) / "artifacts" / ("%s-%s-%d" % (_safe(name), target, time.time()))
-        build_artifact(checkpoint, target, out, name=name, revision=revision, goldens_path=goldens, progress=progress)
+        build_artifact(checkpoint, target, out, name=name, revision=revision, goldens_path=goldens, progress=progress,
+                       search_records=Path(cache) / "search-records", emulate_classes=True)
         return out
 
     return build

@@ -320,3 +320,21 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         "chosen": chosen.candidate.name if chosen else None, "why": why,
     }
     return SearchResult(chosen, record)
+
+
+def reuse_decision(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
+                   candidate: Candidate, record_path: Path, threads: int = SEARCH_THREADS,
+                   progress: Callable[[str], None] = lambda _m: None) -> SearchResult:
+    """An earlier search's choice (`search_records`), built and gated on selection without searching again."""
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, wall_clock)
+    trial = search.build(candidate)
+    report = search.gate(trial)
+    progress("    %s (the recorded choice) on selection: %s: %s"
+             % (candidate.name, _figures(report), "passed" if report.passed else "failed"))
+    why = "the search record %s chose it; not searched again (--research searches)" % record_path.name
+    record = {"policy": "reused: %s" % why, "mode": "reused", "reused_record": record_path.name,
+              "split": SELECTION, "candidates": [{"name": candidate.name, "recipe": trial.recipe,
+                                                  "selection": report.summary()}],
+              "chosen": candidate.name if report.passed else None,
+              "why": why if report.passed else "the recorded choice %s failed selection here" % candidate.name}
+    return SearchResult(trial if report.passed else None, record)

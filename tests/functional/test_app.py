@@ -133,7 +133,7 @@ def test_health_and_auth(tiny_modernbert: tuple[Path, Path]) -> None:
     open_client = TestClient(create_app({"multilingual": decider}, multilingual_settings(api_key="s3cret"), analyse))
     full = open_client.get("/health", headers={"Authorization": "Bearer s3cret"}).json()
     assert list(full) == ["status", "loaded", "revisions", "device", "device_is_preference", "checkpoint_devices",
-                          "cpu_fallbacks"]
+                          "cpu_fallbacks", "int8_kernels"]
     assert open_client.post("/v1/systemone", json={"state": "x", "questions": {}},
                             headers={"Authorization": "Bearer s3cret"}).status_code == 200
 

@@ -143,6 +143,51 @@ def test_int8_is_refused_when_no_candidate_passes_selection(tiny_modernbert: tup
         tmp_path / "a" / "parity_report.txt").read_text()
 
 
+def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: tuple[Path, Path], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Choose once: a search that found nothing is recorded, and the next build of the same search fails at once
+    (no candidate is quantized: the caller builds cpu-fp32); a record for another search is not used; --research
+    searches again. A recorded choice is built and gated, not searched for."""
+    from laya_artifacts import build as build_module
+    from laya_artifacts.search_records import decision_key, find_record
+
+    goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 20 == 0), "selection")
+    path = write_goldens_file(goldens, tmp_path / "goldens")
+    records, candidates = tmp_path / "records", ["encoder-weight-only-8bit"]
+    speeds = fixed_speeds({"fp32": 10.0, "encoder-weight-only-8bit": 5.0, "encoder-attention-output": 5.0})
+    with pytest.raises(GateFailed):
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, candidates=candidates,
+                       timer=speeds, search_records=records)
+    key = decision_key(tiny_modernbert[0], load_goldens(path), candidates, search.MIN_SPEEDUP)
+    found = find_record(key, [records])
+    assert found is not None and found[0]["chosen"] is None and "no candidate passed" in found[0]["why"]
+
+    searched: list[str] = []
+    real_search = build_module.precision_search
+    monkeypatch.setattr(build_module, "precision_search", lambda *a, **k: searched.append("search") or real_search(
+        *a, **k))
+    said: list[str] = []
+    with pytest.raises(GateFailed, match="search record"):
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "b", goldens_path=path, candidates=candidates,
+                       timer=speeds, search_records=records, progress=said.append)
+    assert searched == [] and any("reusing the search record" in line for line in said)
+    with pytest.raises(GateFailed):   # another search (other candidates): its own decision, searched for
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "c", goldens_path=path, timer=speeds,
+                       candidates=["encoder-attention-output"], search_records=records)
+    with pytest.raises(GateFailed):
+        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "d", goldens_path=path, candidates=candidates,
+                       timer=speeds, search_records=records, research=True)
+    assert searched == ["search", "search"]
+
+    passing = write_goldens_file(tiny_choice_slice(), tmp_path / "passing")
+    first, _ = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "e", goldens_path=passing,
+                              candidates=candidates, timer=speeds, min_speedup=0, search_records=records)
+    again, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "f", goldens_path=passing,
+                                   candidates=candidates, timer=speeds, min_speedup=0, search_records=records)
+    assert searched == ["search", "search", "search"] and report.passed and report.search["mode"] == "reused"
+    assert Manifest.load(again).raw["configuration"]["precision"]["recipe"]["name"] == "encoder-weight-only-8bit"
+
+
 @pytest.mark.int8
 def test_the_layer_mix_adds_the_least_sensitive_layers_while_selection_passes(
         tiny_modernbert: tuple[Path, Path], tmp_path: Path, quick_timing: None) -> None:
@@ -309,7 +354,8 @@ def test_minilm_int8_builds_and_publishes_through_the_cli(minilm: tuple[Path, Pa
                                  tmp_path / "goldens")
     code = cli(["build", str(minilm[0]), "--name", "minilm", "--target", "cpu-int8", "--out", str(tmp_path / "a"),
                 "--goldens", str(goldens), "--candidates", "encoder-weight-only-8bit", "--min-speedup", "0",
-                "--publish", "--store", str(store)])
+                "--publish", "--store", str(store), "--search-records", str(tmp_path / "records"),
+                "--no-emulate-classes"])
     err = capsys.readouterr().err
     assert code == 0, err
     assert "1/4" in err and "3/4" in err and "4/4" in err and "PASSED" in err and "published minilm/cpu-int8" in err

@@ -76,7 +76,8 @@ def test_a_dynamic_int8_build_proves_the_avx2_class_by_equivalence_and_serves_th
                                          keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11),
                             tmp_path / "g")
     out, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=goldens, min_speedup=0,
-                                 candidates=["layer-mix"], timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}))
+                                 candidates=["layer-mix"], timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}),
+                                 emulate_classes=True)
     classes = Manifest.load(out).raw["configuration"]["int8_classes"]
     here = int8_kernels(cpu_profile())
     assert classes[here] == {"proof": "gate"}

@@ -198,6 +198,16 @@ def _make_checkpoint(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int8_options(build: argparse.ArgumentParser) -> None:
+    """`build`'s options for what a cpu-int8 build remembers and proves beyond this machine."""
+    build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
+                       help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
+    build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
+                       help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
+    build.add_argument("--research", action="store_true",
+                       help="search again even where a search record holds this search's decision")
+
+
 def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
@@ -226,12 +236,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--min-speedup", type=float, default=MIN_SPEEDUP, metavar="X",
                        help="cpu-int8: a candidate must be X times as fast as FP32 on this machine "
                             "(default %(default)s; 0 lifts the rule)")
-    build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
-                       help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
-    build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
-                       help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
-    build.add_argument("--research", action="store_true",
-                       help="search again even where a search record holds this search's decision")
+    _int8_options(build)
     build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.set_defaults(run=_build)

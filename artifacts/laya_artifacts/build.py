@@ -203,6 +203,22 @@ def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, A
     return result
 
 
+def _recorded_refusal(checkpoint_dir: Path, goldens: dict[str, Any], target: str, candidates: Sequence[str] | None,
+                      min_speedup: float | None, records: Path, progress: Callable[[str], None]) -> Staged | None:
+    """The failed int8 stage a kept decision stands for, when a record says no candidate passes this search."""
+    key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
+    found = find_record(key, [records, SHIPPED_RECORDS])
+    if found is None or found[0]["chosen"] is not None:
+        return None
+    record, path = found
+    why = "%s (search record %s, recorded %s; --research searches again)" % (
+        record.get("why") or "no candidate passed selection", path.name, record.get("recorded"))
+    progress("3/4 not searching: %s" % why)
+    search = {"mode": "reused", "reused_record": path.name, "chosen": None, "why": why}
+    return Staged(GateReport(target=target, tolerance=TOLERANCES[target], corpus=corpus_info(goldens), search=search,
+                             notes=["nothing to confirm: %s; build cpu-fp32" % why]), {})
+
+
 def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], target: str,
                progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
                min_speedup: float | None, timer: SpeedTimer, emulate: bool = True,
@@ -322,6 +338,11 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     name = name or Path(checkpoint_dir).name
     goldens = _goldens_for(Path(checkpoint_dir), name, revision, goldens_path, user_cases, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
+    refused = None if target != targets.CPU_INT8 or search_records is None or research else _recorded_refusal(
+        Path(checkpoint_dir), goldens, target, candidates, min_speedup, search_records, progress)
+    if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
+        _write_report(out_dir, refused, progress)
+        raise GateFailed("the parity gate failed for %s (%s)" % (out_dir, refused.report.notes[-1]), refused.report)
     with tempfile.TemporaryDirectory(prefix="laya-build-") as scratch:
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)

@@ -170,7 +170,8 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     with pytest.raises(GateFailed, match="search record"):
         build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "b", goldens_path=path, candidates=candidates,
                        timer=speeds, search_records=records, progress=said.append)
-    assert searched == [] and any("reusing the search record" in line for line in said)
+    assert searched == [] and any("not searching" in line and "search record" in line for line in said)
+    assert not any(line.startswith("2/4 exporting") for line in said)   # nothing is even exported
     other = decision_key(tiny_modernbert[0], load_goldens(path), ["encoder-attention-output"], search.MIN_SPEEDUP)
     assert find_record(other, [records]) is None   # another search (other candidates) has a decision of its own
     with pytest.raises(GateFailed):

@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..errors import Unauthenticated
 from ..protocol.jobs_port import JobsPort
+from . import openapi_bodies
 from .serving import Serving, serving
 
 router = APIRouter()
@@ -36,7 +37,7 @@ def _bearer(serve: Serving, authorization: str | None) -> None:
         raise Unauthenticated("invalid or missing bearer token")
 
 
-@router.post("/v1/jobs", status_code=202)
+@router.post("/v1/jobs", status_code=202, openapi_extra=openapi_bodies.JOB)
 async def submit_job(request: Request, serve: ServingDep, jobs: JobsDep, authorization: Authorization = None,
                      idempotency_key: Annotated[str | None, Header()] = None) -> JSONResponse:
     """Many states (inline, or a JSONL file in the store), one question set: answered in shards, in the background."""

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..protocol import strict
 from ..protocol.decisions import answer_batch, answer_one, batch_controls, batch_response, shaped, systemone_controls
 from ..protocol.plan import check_sync_budget
-from . import telemetry
+from . import openapi_bodies, telemetry
 from .devices import device_report, preference_report
 from .serving import Serving, serving
 
@@ -44,7 +44,7 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
     return report
 
 
-@router.post("/v1/systemone")
+@router.post("/v1/systemone", openapi_extra=openapi_bodies.SYSTEMONE)
 async def systemone(request: Request, serve: ServingDep, authorization: Authorization = None) -> JSONResponse:
     """One state, many questions."""
     async with serve.received(request, authorization) as (deployment, body):
@@ -55,7 +55,7 @@ async def systemone(request: Request, serve: ServingDep, authorization: Authoriz
         return _timed(shaped(result, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)
 
 
-@router.post("/v1/systemone/batch")
+@router.post("/v1/systemone/batch", openapi_extra=openapi_bodies.BATCH)
 async def systemone_batch(request: Request, serve: ServingDep,
                           authorization: Authorization = None) -> JSONResponse:
     """Many states, one shared question set."""

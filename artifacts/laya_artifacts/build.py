@@ -61,7 +61,7 @@ from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
 from .parity import TOLERANCES, GateReport, corpus_info, run_gate
-from .quantize import FIXED_CANDIDATES, LAYER_MIX, OPTIMIZATION_LEVEL, layer_candidate
+from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
 from .regate import canonical_goldens, goldens_sidecar
 from .search import (
     MIN_SPEEDUP,
@@ -183,7 +183,8 @@ def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, A
             min_speedup: float | None, timer: SpeedTimer, records: Path | None, research: bool) -> SearchResult:
     """The precision search, or the decision a record kept for exactly this search (`search_records`)."""
     key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
-    found = None if records is None or research else find_record(key, [records, SHIPPED_RECORDS])
+    found = None if records is None or research else find_record(key, [records, SHIPPED_RECORDS],
+                                                                       TOLERANCES[target])
     if found is not None:
         record, path = found
         progress("    reusing the search record %s (recorded %s): %s" % (path.name, record.get("recorded"),
@@ -194,6 +195,7 @@ def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, A
                                               % (record.get("why") or "nothing passed", path.name)})
         chosen = str(record["chosen"])
         candidate = (layer_candidate(record.get("layers") or [], LAYER_MIX) if chosen == LAYER_MIX
+                     else node_candidate(record.get("nodes") or [], NODE_MIX) if chosen == NODE_MIX
                      else next(c for c in FIXED_CANDIDATES if c.name == chosen))
         return reuse_decision(raw / GRAPH_FILE, raw, scratch, goldens, target, candidate, path, progress=progress)
     result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
@@ -207,7 +209,7 @@ def _recorded_refusal(checkpoint_dir: Path, goldens: dict[str, Any], target: str
                       min_speedup: float | None, records: Path, progress: Callable[[str], None]) -> Staged | None:
     """The failed int8 stage a kept decision stands for, when a record says no candidate passes this search."""
     key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
-    found = find_record(key, [records, SHIPPED_RECORDS])
+    found = find_record(key, [records, SHIPPED_RECORDS], TOLERANCES[target])
     if found is None or found[0]["chosen"] is not None:
         return None
     record, path = found
@@ -246,7 +248,8 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
         report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "
                             "next-fastest candidate on confirmation (that would make confirmation a second selection "
                             "set); build cpu-fp32" % chosen.candidate.name)
-    weights = "int8" if chosen.recipe["method"].endswith("quantize_dynamic") else "8-bit weight-only"
+    weights = ("int8" if chosen.recipe["method"].endswith("quantize_dynamic") else
+               "8-bit blockwise, int8 compute" if chosen.recipe.get("accuracy_level") == 4 else "8-bit weight-only")
     classes = _int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
     return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline(),
                   device_configuration={"int8_classes": classes} if classes else {})

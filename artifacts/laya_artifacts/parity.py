@@ -177,6 +177,9 @@ def search_table(search: dict[str, Any]) -> str:
     for layer in search.get("layer_sensitivity", []):
         lines.append("    layer %-2d alone: max|dp| %.3g, hard %d" % (
             layer["layer"], layer["max_probability_error"], layer["hard_mismatches"]))
+    for node in (search.get("node_mix") or {}).get("sensitivity", []):
+        lines.append("    node %s alone (probe slice): max|dp| %.3g, hard %d" % (
+            node["node"], node["max_probability_error"], node["hard_mismatches"]))
     if search.get("why"):
         lines.append("    why: %s" % search["why"])
     return "\n".join(lines)

@@ -10,7 +10,10 @@ transformer layers, scorer and act head sit right before the probabilities the g
     encoder-attention        the same, attention Q/K/V (or fused Wqkv) and output projections
     encoder-attention-output the same, attention output projections only
     encoder-weight-only-8bit MatMulNBits: 8-bit weights in blocks of 32, FP32 activations and compute
+    encoder-nbits-int8       MatMulNBits, the same weights, int8 compute (accuracy_level 4): activations are
+                             quantized per block of 32 along K, so one outlier channel coarsens only its block
     layers-<i,j,...>         dynamic int8 on every MatMul of the listed encoder layers (the per-layer mix)
+    nodes-<n>                dynamic int8 on the listed encoder MatMuls only (the per-node mix)
 
 Which candidate ships is decided by the precision search (`search.py`) on the gate's selection split.
 
@@ -59,13 +62,19 @@ class Candidate:
     parts: tuple[str, ...] = PARTS
     layers: tuple[int, ...] | None = None  # None: every encoder layer
     description: str = ""
+    accuracy_level: int | None = None  # MatMulNBits only: 4 computes in int8 with blockwise activation scales
+    nodes: tuple[str, ...] | None = None  # set: exactly these encoder MatMuls (node names), whatever parts/layers say
 
-    def selects(self, layer: int, part: str) -> bool:
+    def selects(self, layer: int, part: str, node: str = "") -> bool:
+        if self.nodes is not None:
+            return node in self.nodes
         return part in self.parts and (self.layers is None or layer in self.layers)
 
     def as_dict(self) -> dict[str, Any]:
         recipe: dict[str, Any] = {"name": self.name, "description": self.description, "parts": list(self.parts),
                                   "layers": "all" if self.layers is None else list(self.layers)}
+        if self.nodes is not None:
+            recipe["nodes"] = list(self.nodes)
         if self.method == "dynamic-int8":
             recipe.update({"method": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
                            "per_channel": True, "reduce_range": REDUCE_RANGE,
@@ -74,7 +83,8 @@ class Candidate:
         else:
             recipe.update({"method": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
                            "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": NBITS_BLOCK_SIZE,
-                           "symmetric": False, "accuracy_level": None, "compute": "fp32"})
+                           "symmetric": False, "accuracy_level": self.accuracy_level,
+                           "compute": "int8, activations per block" if self.accuracy_level == 4 else "fp32"})
         return recipe
 
 
@@ -86,14 +96,23 @@ FIXED_CANDIDATES = (
     Candidate("encoder-attention-output", "dynamic-int8", ("attention-out",),
               description="attention output projections only"),
     Candidate("encoder-weight-only-8bit", "weight-only-8bit", description="8-bit weight-only MatMulNBits"),
+    Candidate("encoder-nbits-int8", "weight-only-8bit", accuracy_level=4,
+              description="8-bit MatMulNBits, int8 compute with blockwise activation scales"),
 )
 LAYER_MIX = "layer-mix"  # the name the search gives its per-layer candidate
+NODE_MIX = "node-mix"  # ... and its per-node (single MatMul) candidate
 
 
 def layer_candidate(layers: Sequence[int], name: str | None = None) -> Candidate:
     chosen = tuple(sorted(set(int(i) for i in layers)))
     return Candidate(name or "layers-" + ",".join(map(str, chosen)), "dynamic-int8", PARTS, chosen,
                      description="every MatMul of encoder layers %s" % ", ".join(map(str, chosen)))
+
+
+def node_candidate(nodes: Sequence[str], name: str | None = None) -> Candidate:
+    chosen = tuple(sorted(set(nodes)))
+    return Candidate(name or "nodes-%d" % len(chosen), "dynamic-int8", PARTS, None,
+                     description="%d chosen encoder MatMul(s)" % len(chosen), nodes=chosen)
 
 
 @dataclass
@@ -108,7 +127,7 @@ class EncoderMatMuls:
         return sorted({layer for layer, _ in self.nodes.values()})
 
     def select(self, candidate: Candidate) -> list[str]:
-        return [name for name, (layer, part) in self.nodes.items() if candidate.selects(layer, part)]
+        return [name for name, (layer, part) in self.nodes.items() if candidate.selects(layer, part, name)]
 
 
 def encoder_matmuls(graph: Path) -> EncoderMatMuls:
@@ -175,7 +194,7 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) 
             quantizer = MatMulNBitsQuantizer(
                 onnx.load(str(fp32_graph)), bits=8, block_size=NBITS_BLOCK_SIZE, is_symmetric=False,
                 nodes_to_exclude=[n for n in matmuls.all_matmuls if n not in set(chosen)],
-                op_types_to_quantize=("MatMul",))
+                op_types_to_quantize=("MatMul",), accuracy_level=candidate.accuracy_level)
             quantizer.process()
             quantizer.model.save_model_to_file(str(out_graph), use_external_data_format=False)
     else:

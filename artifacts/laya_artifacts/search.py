@@ -5,10 +5,12 @@
    (`speed_batch`), one session thread, in this process, the graphs' passes interleaved.
 2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
    fastest first and stops at the first that passes: nothing slower can be chosen then.
-3. The per-layer mix: each encoder layer quantized alone (every MatMul of it) is gated on selection
-   (max |dp|, hard mismatches); then layers are added least sensitive first while selection still
-   passes. Skipped when it cannot win: when `encoder` (every layer) passed, or when a fixed candidate
-   that passed is already faster than `encoder`, the fastest any mix can be.
+3. The mixes (`mixes.py`): the per-layer mix gates each encoder layer quantized alone (every MatMul
+   of it) on selection (max |dp|, hard mismatches), then adds layers least sensitive first while
+   selection still passes; the per-node mix does the same with single MatMuls (each alone measured on
+   a fixed slice of selection, every accumulated mix on all of it). Each is skipped when it cannot win:
+   when `encoder` (every layer) passed, or when a fixed candidate that passed is already faster than
+   `encoder`, the fastest any mix can be; the node mix too when the layer mix took every layer.
 4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as
    fast as FP32 (a slower int8 graph buys nothing: FP32 is the right answer then, and the int8 target
    fails).
@@ -29,13 +31,16 @@ from typing import Any
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 
+from .mixes import Mix, greedy_mix, probe_rows
 from .parity import SplitReport, gate_rows, row_split
 from .quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,
+    NODE_MIX,
     Candidate,
     encoder_matmuls,
     layer_candidate,
+    node_candidate,
     optimize_offline,
     quantize_candidate,
 )
@@ -45,7 +50,7 @@ SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
 # A candidate must be at least this much faster than FP32: smaller gains sit inside the timing noise of a
 # shared machine and do not pay for int8's error. 0 (or None) lifts the rule, e.g. for size alone.
 MIN_SPEEDUP = 1.05
-CANDIDATE_NAMES = tuple(c.name for c in FIXED_CANDIDATES) + (LAYER_MIX,)
+CANDIDATE_NAMES = tuple(c.name for c in FIXED_CANDIDATES) + (LAYER_MIX, NODE_MIX)
 
 
 def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
@@ -164,8 +169,6 @@ class _Search:
         self.threads, self.progress, self.timer = threads, progress, timer
         self.rows = selection_rows(goldens)
         self.batch = speed_batch(self.rows)
-        self.probes: list[dict[str, Any]] = []
-        self.greedy: list[dict[str, Any]] = []
 
     def build(self, candidate: Candidate) -> Trial:
         folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
@@ -183,46 +186,16 @@ class _Search:
         for trial, runs in zip(trials, self.timer(names, deciders, self.batch), strict=True):  # type: ignore[arg-type]
             trial.runs_ms, trial.speed_ms = runs, statistics.median(runs)
 
-    def gate(self, trial: Trial) -> SplitReport:
+    def gate(self, trial: Trial, rows: Sequence[dict[str, Any]] | None = None) -> SplitReport:
+        """`trial` on the selection split (or on `rows`, a slice of it: `mixes.probe_rows`)."""
         assert trial.decider is not None
-        trial.selection = gate_rows(trial.decider, self.rows, self.target, SELECTION, repeat=False)
+        trial.selection = gate_rows(trial.decider, self.rows if rows is None else list(rows), self.target, SELECTION,
+                                    repeat=False)
         return trial.selection
 
-    def layer_mix(self, layers: list[int]) -> Trial | None:
-        """Per-layer sensitivity on selection, then the least sensitive layers added while selection passes."""
-        for layer in layers:
-            alone = self.build(layer_candidate([layer]))
-            report = self.gate(alone)
-            self.probes.append({"layer": layer, "passed": report.passed, **_brief(report)})
-            self.progress("    layer %d alone: %s" % (layer, _figures(report)))
-            shutil.rmtree(alone.directory, ignore_errors=True)
-        order = sorted(self.probes, key=lambda p: (p["hard_mismatches"], p["failures"] > 0,
-                                                   p["max_probability_error"]))
-        best: Trial | None = None
-        chosen: list[int] = []
-        for probe in order:
-            if not probe["passed"]:
-                break
-            trial = self.build(layer_candidate(chosen + [probe["layer"]]))
-            report = self.gate(trial)
-            self.greedy.append({"layers": sorted(chosen + [probe["layer"]]), "passed": report.passed,
-                                **_brief(report)})
-            self.progress("    layers %s: %s" % (sorted(chosen + [probe["layer"]]), _figures(report)))
-            if not report.passed:
-                break
-            chosen.append(probe["layer"])
-            best = trial
-        if best is None:
-            return None
-        best.candidate = layer_candidate(chosen, LAYER_MIX)
-        best.recipe = dict(best.recipe, name=LAYER_MIX)
-        return best
-
-
-def _brief(report: SplitReport) -> dict[str, Any]:
-    return {"max_probability_error": report.max_probability_error,
-            "p99_probability_error": report.p99_probability_error,
-            "hard_mismatches": len(report.hard_mismatches), "failures": len(report.failures)}
+    @staticmethod
+    def figures(report: SplitReport) -> str:
+        return _figures(report)
 
 
 def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[str, Any]:
@@ -243,6 +216,64 @@ def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: 
         return "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
             ", ".join(passing), min_speedup or 0, fp32_ms)
     return "no candidate passed selection"
+
+
+def _mix_skipped(name: str, names: Sequence[str], trials: Sequence[Trial], passed_fastest: Trial | None,
+                 exhaustive: bool) -> str | None:
+    """Why a mix is not searched (it cannot win, or was not asked for), or None."""
+    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
+    if name not in names:
+        return "not requested"
+    if whole is not None and whole.passed:
+        return "encoder (every layer) passed: no mix can be faster"
+    if not exhaustive and passed_fastest is not None and whole is not None and passed_fastest.ms <= whole.ms:
+        return "%s passed and is already faster than encoder, the fastest any mix can be" % (
+            passed_fastest.candidate.name)
+    return None
+
+
+def _mixes(search: _Search, names: Sequence[str], trials: list[Trial], baseline: Trial, passed_fastest: Trial | None,
+           exhaustive: bool) -> dict[str, Any]:
+    """The layer mix, then the node mix (`mixes.py`), each searched unless it cannot win; a passing mix is timed
+    against FP32 again (scaled to the first FP32 figure) and joins `trials`. Returns their records."""
+    matmuls = encoder_matmuls(search.fp32_graph)
+    found: dict[str, Mix] = {}
+    records: dict[str, Any] = {}
+    for name, kind in ((LAYER_MIX, "layer"), (NODE_MIX, "node")):
+        skipped = _mix_skipped(name, names, trials, passed_fastest, exhaustive)
+        layer_mix = found.get("layer")
+        if skipped is None and kind == "node" and layer_mix is not None and layer_mix.units == matmuls.layers:
+            skipped = "the layer mix took every layer: no node mix can be faster"
+        if skipped is not None:
+            records[name.replace("-", "_")] = {"skipped": skipped}
+            continue
+        if kind == "layer":
+            search.progress("    per-layer sensitivity on selection (%d layers)" % len(matmuls.layers))
+            mix = greedy_mix(search, "layer", matmuls.layers, lambda units: layer_candidate(units),
+                             lambda layer: {"layer": layer})
+        else:
+            probes = probe_rows(search.rows)
+            search.progress("    per-node sensitivity on %d selection rows (%d MatMuls)" % (len(probes),
+                                                                                        len(matmuls.nodes)))
+            mix = greedy_mix(search, "node", list(matmuls.nodes), lambda units: node_candidate(units),
+                             lambda node: {"node": node, "layer": matmuls.nodes[node][0],
+                                           "part": matmuls.nodes[node][1]}, probes)
+        found[kind], records[name.replace("-", "_")] = mix, mix.record()
+        if mix.best is None:
+            search.progress("    %s: no %s passes selection on its own; no mix" % (name, kind))
+            continue
+        best = mix.best
+        best.candidate = layer_candidate(mix.units, LAYER_MIX) if kind == "layer" else node_candidate(mix.units,
+                                                                                                     NODE_MIX)
+        best.recipe = dict(best.recipe, name=name)
+        again = Trial(baseline.candidate, baseline.directory, {}, baseline.decider)
+        search.time([again, best])
+        best.speed_ms = (baseline.speed_ms or 0.0) * best.ms / (again.speed_ms or 1.0)
+        trials.append(best)
+        search.progress("    %s (%d %ss): %.1f ms, x%.2f vs fp32" % (name, len(mix.units), kind, best.ms,
+                                                                   (baseline.speed_ms or 0.0) / best.ms))
+    records["layer_sensitivity"] = records.get("layer_mix", {}).get("sensitivity", [])
+    return records
 
 
 def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
@@ -276,30 +307,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                                                   "passed" if report.passed else "failed"))
         if report.passed and (passed_fastest is None or trial.ms < passed_fastest.ms):
             passed_fastest = trial
-    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
-    mix_reason = None
-    if LAYER_MIX not in names:
-        mix_reason = "not requested"
-    elif whole is not None and whole.passed:
-        mix_reason = "encoder (every layer) passed: no mix can be faster"
-    elif not exhaustive and passed_fastest is not None and whole is not None \
-            and passed_fastest.ms <= whole.ms:
-        mix_reason = "%s passed and is already faster than encoder, the fastest any mix can be" \
-            % passed_fastest.candidate.name
-    mix = None
-    if mix_reason is None:
-        layers = encoder_matmuls(fp32_graph).layers
-        progress("    per-layer sensitivity on selection (%d layers)" % len(layers))
-        mix = search.layer_mix(layers)
-        if mix is None:
-            progress("    layer-mix: no layer passes selection on its own; no mix")
-        else:
-            again = Trial(baseline.candidate, baseline.directory, {}, baseline.decider)
-            search.time([again, mix])  # against FP32 timed alongside it, scaled to the first FP32 figure
-            mix.speed_ms = fp32_ms * mix.ms / (again.speed_ms or 1.0)
-            trials.append(mix)
-            progress("    layer-mix %s: %.1f ms, x%.2f vs fp32" % (list(mix.candidate.layers or ()), mix.ms,
-                                                                  fp32_ms / mix.ms))
+    mixes = _mixes(search, names, trials, baseline, passed_fastest, exhaustive)
     eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
                                                                   fp32_ms / t.ms >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
@@ -315,8 +323,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                   "threads": threads},
         "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms,
         "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials],
-        "layer_mix": {"skipped": mix_reason} if mix_reason else {"sensitivity": search.probes, "greedy": search.greedy},
-        "layer_sensitivity": search.probes,
+        **mixes,
         "chosen": chosen.candidate.name if chosen else None, "why": why,
     }
     return SearchResult(chosen, record)

@@ -211,6 +211,44 @@ def test_the_layer_mix_adds_the_least_sensitive_layers_while_selection_passes(
 
 
 @pytest.mark.int8
+def test_the_node_mix_adds_the_least_sensitive_matmuls_and_its_choice_is_reused(
+        tiny_modernbert: tuple[Path, Path], tmp_path: Path, quick_timing: None) -> None:
+    """Per-node sensitivity: every encoder MatMul alone on a slice of selection, then MatMuls added least sensitive
+    first, each step gated on all of selection; the chosen nodes are the manifest's recipe, and a kept record
+    builds exactly those nodes again without searching."""
+    from laya_artifacts.quantize import PARTS, node_candidate
+    from laya_artifacts.search_records import decision_key, find_record
+
+    goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0,
+                           keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
+    path, records = write_goldens_file(goldens, tmp_path / "g"), tmp_path / "records"
+    said: list[str] = []
+    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", min_speedup=0, goldens_path=path,
+                                 candidates=["node-mix"], progress=said.append, search_records=records)
+    mix = report.search["node_mix"]
+    recipe = Manifest.load(out).raw["configuration"]["precision"]["recipe"]
+    probed = {(p["layer"], p["part"]) for p in mix["sensitivity"]}   # every encoder MatMul, each once
+    assert probed == {(layer, part) for layer in range(recipe["encoder_layers"]) for part in PARTS}
+    assert len({p["node"] for p in mix["sensitivity"]}) == len(mix["sensitivity"])
+    order = [p["node"] for p in sorted(mix["sensitivity"], key=lambda p: (
+        p["hard_mismatches"], p["failures"] > 0, p["max_probability_error"])) if p["passed"]]
+    assert [step["nodes"] for step in mix["greedy"]] == [sorted(order[:n]) for n in range(1, len(mix["greedy"]) + 1)]
+    assert report.search["chosen"] == "node-mix" and report.passed
+    passing = [step["nodes"] for step in mix["greedy"] if step["passed"]]
+    assert recipe["name"] == "node-mix" and recipe["nodes"] == passing[-1]
+    assert recipe["quantized_nodes"] == len(passing[-1]) and any("node " in line and " alone:" in line for line in said)
+
+    key = decision_key(tiny_modernbert[0], load_goldens(path), ["node-mix"], 0)
+    kept = find_record(key, [records])
+    assert kept is not None and kept[0]["nodes"] == passing[-1]
+    said.clear()
+    _, again = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "b", min_speedup=0, goldens_path=path,
+                              candidates=["node-mix"], progress=said.append, search_records=records)
+    assert again.search["mode"] == "reused" and not any(" alone:" in line for line in said)
+    assert node_candidate(passing[-1]).nodes == tuple(passing[-1])
+
+
+@pytest.mark.int8
 def test_the_search_chooses_the_fastest_candidate_that_passes_selection(tiny_modernbert: tuple[Path, Path],
                                                                        tmp_path: Path) -> None:
     # Whether dynamic int8 (attention output) passes depends on the CPU's int8 kernels; weight-only 8-bit
@@ -397,3 +435,25 @@ def test_cli_refuses_bad_input_with_a_clear_error(tmp_path: Path, capsys: pytest
     assert "manifest.json is missing" in capsys.readouterr().err
     assert cli(["verify", str(tmp_path / "store"), "--checkpoint", "nope"]) == 2
     assert "no artifact is published for checkpoint 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.int8
+def test_the_blockwise_int8_candidate_computes_in_int8_with_per_block_activation_scales(
+        tiny_modernbert: tuple[Path, Path], tmp_path: Path) -> None:
+    """`encoder-nbits-int8` is the weight-only graph with accuracy_level 4 on every encoder MatMul (ONNX Runtime
+    then quantizes activations per block of 32 and computes in int8); the FP32-compute one leaves the level unset."""
+    import onnx
+
+    from laya_artifacts.export import GRAPH_FILE, export_checkpoint
+    from laya_artifacts.quantize import FIXED_CANDIDATES, quantize_candidate
+
+    export_checkpoint(tiny_modernbert[0], tmp_path / "raw")
+    by_name = {c.name: c for c in FIXED_CANDIDATES}
+    levels = {}
+    for name in ("encoder-nbits-int8", "encoder-weight-only-8bit"):
+        recipe = quantize_candidate(tmp_path / "raw" / GRAPH_FILE, tmp_path / (name + ".onnx"), by_name[name])
+        nodes = [n for n in onnx.load(str(tmp_path / (name + ".onnx"))).graph.node if n.op_type == "MatMulNBits"]
+        assert len(nodes) == recipe["quantized_nodes"] > 0
+        levels[name] = {next((a.i for a in n.attribute if a.name == "accuracy_level"), 0) for n in nodes}
+        assert recipe["accuracy_level"] == by_name[name].accuracy_level
+    assert levels == {"encoder-nbits-int8": {4}, "encoder-weight-only-8bit": {0}}

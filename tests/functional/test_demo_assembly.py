@@ -62,3 +62,25 @@ def test_make_checkpoint_demo_assembles_the_shipped_head(tmp_path):
     assert (out / "rl_agent_config.json").is_file()
     source = json.loads((out / "laya_serverless_source.json").read_text())
     assert source == {"kind": demo.DEMO_NAME, "head_sha256": demo.demo_config()["head_sha256"]}
+
+
+def test_the_shipped_search_record_decides_the_demo_s_default_search_here(tmp_path):
+    """`make serve` does no int8 work on any x86 class: the shipped record has the key this checkout computes for
+    the demo's default search (weights, built-in corpus, this onnxruntime, candidates, recipe), and is a clear
+    refusal, usable on every class of its arithmetic. A new candidate, corpus or onnxruntime fails this test
+    until the record is made again (`laya-artifacts build <demo> --target cpu-int8 --research`)."""
+    import platform
+
+    from laya_artifacts import search
+    from laya_artifacts.gate_corpus import builtin_cases, corpus_sha256
+    from laya_artifacts.search_records import SHIPPED, decision_key, find_record
+    from laya_serverless.artifact.targets import GATE_TOLERANCES
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the shipped record is for x86 (arm64 searches once)")
+    checkpoint = demo.demo_checkpoint(tmp_path)
+    goldens = {"corpus": {"sha256": corpus_sha256(builtin_cases())}}
+    key = decision_key(checkpoint, goldens, list(search.CANDIDATE_NAMES), search.MIN_SPEEDUP)
+    found = find_record(key, [SHIPPED], GATE_TOLERANCES["cpu-int8"])
+    assert found is not None, "no shipped record for %s" % key
+    assert found[0]["chosen"] is None and found[0]["passed"] == []

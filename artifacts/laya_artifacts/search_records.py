@@ -38,7 +38,10 @@ RECIPE = ("dynamic-int8 per-channel QInt8, %d-bit weights; MatMulNBits 8-bit blo
           "mixes by layer and by node" % (7 if REDUCE_RANGE else 8))
 
 
-PORTABLE_MARGIN = 2.0
+# A refusal holds on another x86 class only if every figure misses by half the tolerance again: the largest
+# difference between two classes measured with the exact recipe was 2.3e-3 in max |dp| (the tiny random
+# model, docs/artifacts-gate.md), a quarter of the 1e-2 this leaves at the int8 tolerance of 0.02.
+PORTABLE_MARGIN = 1.5
 
 
 def int8_arithmetic(kernels: str) -> str:

@@ -84,3 +84,30 @@ def test_the_shipped_search_record_decides_the_demo_s_default_search_here(tmp_pa
     found = find_record(key, [SHIPPED], GATE_TOLERANCES["cpu-int8"])
     assert found is not None, "no shipped record for %s" % key
     assert found[0]["chosen"] is None and found[0]["passed"] == []
+
+
+def test_an_avx2_cpu_reads_the_shipped_refusal_too(tmp_path):
+    """The record was made on one x86 class; run as an AVX2-only CPU (qemu -cpu Haswell, which the search's
+    class detection sees through cpuid) the lookup still finds it: a clear refusal holds on every x86 class."""
+    import json
+    import subprocess
+    import sys
+
+    from laya_artifacts import emulated, search
+    from laya_artifacts.gate_corpus import builtin_cases, corpus_sha256
+    from laya_artifacts.search_records import decision_key
+
+    if not emulated.can_emulate():
+        pytest.skip("needs qemu-x86_64-static on x86_64 (make test installs it)")
+    key = decision_key(demo.demo_checkpoint(tmp_path), {"corpus": {"sha256": corpus_sha256(builtin_cases())}},
+                       list(search.CANDIDATE_NAMES), search.MIN_SPEEDUP)
+    lookup = ("import json, sys\n"
+              "from laya_serverless.artifact.platform import cpu_profile, int8_kernels\n"
+              "from laya_artifacts.search_records import SHIPPED, find_record\n"
+              "found = find_record(json.loads(sys.argv[1]), [SHIPPED], 0.02)\n"
+              "print(json.dumps([int8_kernels(cpu_profile()), None if found is None else found[0]['int8_kernels']]))")
+    run = subprocess.run([emulated.QEMU, "-cpu", emulated.AVX2_CPU, sys.executable, "-c", lookup, json.dumps(key)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    here, recorded_on = json.loads(run.stdout.strip().splitlines()[-1])
+    assert here == "avx2" and recorded_on is not None   # recorded on amx-int8 (2026-12-02)

@@ -13,9 +13,10 @@ key names the arithmetic (`x86-exact`), not the class. Which passing candidate i
 record that chose one (or found passing ones too slow) is reused only on the class it was timed on
 (`int8_kernels` in the record). A record in which nothing passed is reused on every class of its
 arithmetic when every candidate missed by a margin (`PORTABLE_MARGIN` x the tolerance): the FP32 parts
-of a graph still round differently per class, and a near miss could pass elsewhere. Records live in a directory (the
-quickstart's `.cache/search-records`), and the package ships the demo's (`search_records/` here), so
-`make serve` on a known machine class goes straight to the artifact its record names.
+of a graph still round differently per class, and a near miss could pass elsewhere.
+
+Records live in a directory (the quickstart's `.cache/search-records`), and the package ships the
+demo's (`search_records/` here), so `make serve` on x86 goes straight to the artifact its record names.
 """
 
 from __future__ import annotations
@@ -93,11 +94,9 @@ def find_record(key: dict[str, Any], directories: Iterable[Path],
 def save_record(key: dict[str, Any], search: dict[str, Any], directory: Path) -> Path:
     """Keep a finished search's decision under `directory` (replacing an older one with the same key)."""
     chosen = search.get("chosen")
-    layers = next((c.get("recipe", {}).get("layers") for c in search.get("candidates", [])
-                   if c.get("name") == chosen), None)
-    nodes = next((c.get("recipe", {}).get("nodes") for c in search.get("candidates", [])
-                  if c.get("name") == chosen), None)
     candidates = [c for c in search.get("candidates", []) if "name" in c]
+    recipe = next((c.get("recipe") or {} for c in candidates if c["name"] == chosen), {})
+    layers, nodes = recipe.get("layers"), recipe.get("nodes")
     figures: dict[str, Any] = {c["name"]: (c.get("selection") or {}).get("max_probability_error") for c in candidates}
     for name in ("layer-mix", "node-mix"):  # a mix that found nothing: its best unit alone, for `usable`
         probes = (search.get(name.replace("-", "_")) or {}).get("sensitivity") or []

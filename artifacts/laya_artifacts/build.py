@@ -248,8 +248,7 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
         report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "
                             "next-fastest candidate on confirmation (that would make confirmation a second selection "
                             "set); build cpu-fp32" % chosen.candidate.name)
-    weights = ("int8" if chosen.recipe["method"].endswith("quantize_dynamic") else
-               "8-bit blockwise, int8 compute" if chosen.recipe.get("accuracy_level") == 4 else "8-bit weight-only")
+    weights = chosen.recipe["weights_label"]
     classes = _int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
     return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline(),
                   device_configuration={"int8_classes": classes} if classes else {})

@@ -12,6 +12,11 @@ transformer layers, scorer and act head sit right before the probabilities the g
     encoder-weight-only-8bit MatMulNBits: 8-bit weights in blocks of 32, FP32 activations and compute
     encoder-nbits-int8       MatMulNBits, the same weights, int8 compute (accuracy_level 4): activations are
                              quantized per block of 32 along K, so one outlier channel coarsens only its block
+    encoder-smoothquant      dynamic int8 of every encoder MatMul after SmoothQuant scale migration, alpha 0.5
+                             (`smoothing.py`: an exact FP32 rewrite, checked at the FP32 tolerance first)
+    encoder-smoothquant-0.9  the same with alpha 0.9: more of the activations' range moves into the weights
+    encoder-static           static int8 (QDQ): activation ranges calibrated once on selection rows, weights
+                             per channel, 7-bit
     layers-<i,j,...>         dynamic int8 on every MatMul of the listed encoder layers (the per-layer mix)
     nodes-<n>                dynamic int8 on the listed encoder MatMuls only (the per-node mix)
 
@@ -64,6 +69,12 @@ class Candidate:
     description: str = ""
     accuracy_level: int | None = None  # MatMulNBits only: 4 computes in int8 with blockwise activation scales
     nodes: tuple[str, ...] | None = None  # set: exactly these encoder MatMuls (node names), whatever parts/layers say
+    smoothing: float | None = None  # set: SmoothQuant's alpha, applied to the chosen MatMuls before quantizing
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether building this candidate reads activations (calibration cases)."""
+        return self.method == "static-int8" or self.smoothing is not None
 
     def selects(self, layer: int, part: str, node: str = "") -> bool:
         if self.nodes is not None:
@@ -75,16 +86,23 @@ class Candidate:
                                   "layers": "all" if self.layers is None else list(self.layers)}
         if self.nodes is not None:
             recipe["nodes"] = list(self.nodes)
-        if self.method == "dynamic-int8":
-            recipe.update({"method": "onnxruntime.quantization.quantize_dynamic", "weight_type": "QInt8",
-                           "per_channel": True, "reduce_range": REDUCE_RANGE,
-                           "activations": "uint8, dynamic per tensor", "op_types": ["MatMul"],
-                           "kernel_exact": "7-bit weights: no x86 int8 kernel saturates"})
+        if self.smoothing is not None:
+            recipe["smoothing_alpha"] = self.smoothing
+        if self.method in ("dynamic-int8", "static-int8"):
+            static = self.method == "static-int8"
+            recipe.update({"method": "onnxruntime.quantization.quantize_%s" % ("static" if static else "dynamic"),
+                           "weight_type": "QInt8", "per_channel": True, "reduce_range": REDUCE_RANGE,
+                           "activations": "uint8, per tensor, %s" % (
+                               "calibrated (MinMax) on selection rows, QDQ" if static else "dynamic"),
+                           "op_types": ["MatMul"], "kernel_exact": "7-bit weights: no x86 int8 kernel saturates",
+                           "weights_label": "int8, static activations" if static else "int8"})
         else:
             recipe.update({"method": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
                            "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": NBITS_BLOCK_SIZE,
                            "symmetric": False, "accuracy_level": self.accuracy_level,
-                           "compute": "int8, activations per block" if self.accuracy_level == 4 else "fp32"})
+                           "compute": "int8, activations per block" if self.accuracy_level == 4 else "fp32",
+                           "weights_label": ("8-bit blockwise, int8 compute" if self.accuracy_level == 4
+                                             else "8-bit weight-only")})
         return recipe
 
 
@@ -98,6 +116,13 @@ FIXED_CANDIDATES = (
     Candidate("encoder-weight-only-8bit", "weight-only-8bit", description="8-bit weight-only MatMulNBits"),
     Candidate("encoder-nbits-int8", "weight-only-8bit", accuracy_level=4,
               description="8-bit MatMulNBits, int8 compute with blockwise activation scales"),
+    # alpha 0.5 is SmoothQuant's default; 0.9 measured best of 0.3-0.9 on both pretrained encoders here
+    # (docs/artifacts-gate.md). Smoothing before static QDQ did not earn a candidate (measured there too).
+    Candidate("encoder-smoothquant", "dynamic-int8", smoothing=0.5,
+              description="all encoder MatMuls, SmoothQuant-scaled (alpha 0.5)"),
+    Candidate("encoder-smoothquant-0.9", "dynamic-int8", smoothing=0.9,
+              description="all encoder MatMuls, SmoothQuant-scaled (alpha 0.9)"),
+    Candidate("encoder-static", "static-int8", description="all encoder MatMuls, static activation ranges"),
 )
 LAYER_MIX = "layer-mix"  # the name the search gives its per-layer candidate
 NODE_MIX = "node-mix"  # ... and its per-node (single MatMul) candidate
@@ -165,13 +190,19 @@ def _quiet() -> Any:
     return _Quiet()
 
 
-def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) -> dict[str, Any]:
-    """Write `candidate`'s graph and return its recipe (with how many MatMuls it touched)."""
+def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate,
+                       calibration: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write `candidate`'s graph and return its recipe (with how many MatMuls it touched). `fp32_graph` is
+    already smoothed when the candidate says so (`search._Search.build`); `calibration` feeds a static one."""
     matmuls = encoder_matmuls(fp32_graph)
     chosen = matmuls.select(candidate)
     if not chosen:
         raise ValueError("candidate %r matches no encoder MatMul of %s" % (candidate.name, fp32_graph))
-    if candidate.method == "dynamic-int8":
+    if candidate.method == "static-int8":
+        if not calibration:
+            raise ValueError("candidate %r needs calibration cases" % candidate.name)
+        _quantize_static(fp32_graph, out_graph, chosen, calibration)
+    elif candidate.method == "dynamic-int8":
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -201,6 +232,32 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate) 
         raise ValueError("unknown quantization method %r" % candidate.method)
     return dict(candidate.as_dict(), quantized_nodes=len(chosen), matmul_nodes=len(matmuls.all_matmuls),
                 encoder_layers=len(matmuls.layers))
+
+
+def _quantize_static(fp32_graph: Path, out_graph: Path, chosen: Sequence[str],
+                     calibration: Sequence[dict[str, Any]]) -> None:
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class _Cases(CalibrationDataReader):
+        def __init__(self) -> None:
+            self._feeds = iter(calibration)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self._feeds, None)
+
+    with _quiet():
+        quantize_static(
+            str(fp32_graph), str(out_graph), _Cases(), quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"],
+            per_channel=True, reduce_range=REDUCE_RANGE, activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8, nodes_to_quantize=list(chosen), calibrate_method=CalibrationMethod.MinMax,
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT})
 
 
 def optimize_offline(graph: Path, optimized: Path) -> str:

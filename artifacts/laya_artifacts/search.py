@@ -30,7 +30,9 @@ from typing import Any
 
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
+from laya_serverless.artifact.targets import CPU_FP32
 
+from .calibration import calibration_feeds, prepared_rows
 from .mixes import Mix, greedy_mix, probe_rows
 from .parity import SplitReport, gate_rows, row_split
 from .quantize import (
@@ -44,6 +46,7 @@ from .quantize import (
     optimize_offline,
     quantize_candidate,
 )
+from .smoothing import ALPHA, smooth_graph
 
 SELECTION = "selection"
 SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
@@ -60,6 +63,10 @@ def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
     if unknown:
         raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
     return names
+
+
+class SmoothingNotExact(ValueError):
+    """A smoothed FP32 graph moved the answers past the FP32 tolerance: that candidate is not built."""
 
 
 @dataclass
@@ -113,27 +120,13 @@ def speed_batch(rows: Sequence[dict[str, Any]], n: int | None = None) -> list[di
     return answerable[::step][:n]
 
 
-def _prepared(decider: Decider, batch: Sequence[dict[str, Any]]) -> list[tuple[Any, Any]]:
-    from laya_serverless.core.questions import parse_questions
-
-    config = decider.config
-    prepared = []
-    for row in batch:
-        refused = row.get("refused", {})
-        questions = parse_questions({q: d for q, d in row["questions"].items() if q not in refused})
-        built = decider.rows_for(row["state"], questions, row["controls"].get("max_len", config.max_len),
-                                 row["controls"].get("head_max_len", config.head_max_len))
-        prepared.append((built, questions))
-    return prepared
-
-
 def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
                    runs: int | None = None) -> list[list[float]]:
     """Milliseconds per pass over `batch` (one session run per case) for each decider, after one warm-up
     pass each. The passes are interleaved (run 1 of every graph, then run 2, ...) so that a neighbour
     slowing the machine for a while slows every graph alike instead of the one being timed then."""
     runs = SPEED_RUNS if runs is None else runs
-    prepared = [_prepared(decider, batch) for decider in deciders]
+    prepared = [prepared_rows(decider, batch) for decider in deciders]
     timings: list[list[float]] = [[] for _ in deciders]
     for run in range(runs + 1):
         for decider, work, times in zip(deciders, prepared, timings, strict=True):
@@ -169,11 +162,46 @@ class _Search:
         self.threads, self.progress, self.timer = threads, progress, timer
         self.rows = selection_rows(goldens)
         self.batch = speed_batch(self.rows)
+        self._feeds: list[Any] | None = None
+        self._smoothed: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
+
+    def calibration(self) -> list[Any]:
+        """The calibration cases: the probe slice of selection (`mixes.probe_rows`) as graph inputs, built once."""
+        if self._feeds is None:
+            reader = Decider.from_artifact(self.raw, verify=False, threads=self.threads)
+            self._feeds = calibration_feeds(reader, probe_rows(self.rows))
+        return self._feeds
+
+    def smoothed(self, candidate: Candidate) -> tuple[Path, dict[str, Any]]:
+        """The FP32 graph smoothed for `candidate`'s MatMuls, once per (alpha, MatMuls), and its fold check: the
+        smoothed FP32 graph must still pass the FP32 tolerance on the probe slice, or the rewrite was not exact."""
+        chosen = encoder_matmuls(self.fp32_graph).select(candidate)
+        key = (candidate.smoothing, tuple(chosen))
+        if key not in self._smoothed:
+            folder = self.scratch / ("smoothed-%d" % len(self._smoothed))
+            graph = self.scratch / ("%s.onnx" % folder.name)
+            done = smooth_graph(self.fp32_graph, graph, chosen, self.calibration(), alpha=candidate.smoothing or ALPHA)
+            check = gate_rows(Decider.from_artifact(prepare_artifact(graph, self.raw, folder), verify=False,
+                                                    threads=self.threads),
+                              probe_rows(self.rows), CPU_FP32, SELECTION, repeat=False)
+            self.progress("    smoothing (alpha %g, %d groups: %d folded into LayerNorm, %d by Mul) in FP32: %s"
+                          % (done["alpha"], done["groups"], done["folded_into_layernorm"], done["scaled_by_mul"],
+                             _figures(check)))
+            if not check.passed:
+                raise SmoothingNotExact("the smoothed FP32 graph misses the FP32 tolerance %g on the probe slice: %s"
+                                        % (check.tolerance, _figures(check)))
+            shutil.rmtree(folder, ignore_errors=True)
+            self._smoothed[key] = graph, dict(done, fp32_check=check.summary())
+        return self._smoothed[key]
 
     def build(self, candidate: Candidate) -> Trial:
         folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
         graph = self.scratch / ("%s.onnx" % folder.name)
-        recipe = quantize_candidate(self.fp32_graph, graph, candidate)
+        source, smoothing = self.smoothed(candidate) if candidate.smoothing is not None else (self.fp32_graph, None)
+        recipe = quantize_candidate(source, graph, candidate,
+                                    self.calibration() if candidate.method == "static-int8" else None)
+        if smoothing is not None:
+            recipe["smoothing"] = smoothing
         trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
         trial.decider = Decider.from_artifact(folder, verify=False, threads=self.threads)
         return trial
@@ -276,6 +304,21 @@ def _mixes(search: _Search, names: Sequence[str], trials: list[Trial], baseline:
     return records
 
 
+def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:
+    """The requested fixed candidates built, and a record for each that could not be (its smoothing not exact)."""
+    trials: list[Trial] = []
+    unbuilt: list[dict[str, Any]] = []
+    for candidate in FIXED_CANDIDATES:
+        if candidate.name not in names:
+            continue
+        try:
+            trials.append(search.build(candidate))
+        except SmoothingNotExact as exc:
+            search.progress("    %s not built: %s" % (candidate.name, exc))
+            unbuilt.append({"name": candidate.name, "recipe": candidate.as_dict(), "skipped": str(exc)})
+    return trials, unbuilt
+
+
 def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
                      candidates: Sequence[str] | None = None, exhaustive: bool = False,
                      min_speedup: float | None = MIN_SPEEDUP, threads: int = SEARCH_THREADS,
@@ -288,7 +331,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
     baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
     baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
-    trials = [search.build(candidate) for candidate in FIXED_CANDIDATES if candidate.name in names]
+    trials, unbuilt = _build_fixed(search, names)
     search.time([baseline, *trials])
     fp32_ms = baseline.speed_ms or 0.0
     progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved)"
@@ -322,7 +365,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                   "warmup_runs": 1, "statistic": "median ms per pass, one session run per case",
                   "threads": threads},
         "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms,
-        "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials],
+        "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials] + unbuilt,
         **mixes,
         "chosen": chosen.candidate.name if chosen else None, "why": why,
     }

@@ -36,7 +36,8 @@ from .quantize import REDUCE_RANGE
 
 SHIPPED = Path(__file__).parent / "search_records"
 RECIPE = ("dynamic-int8 per-channel QInt8, %d-bit weights; MatMulNBits 8-bit block 32, fp32 or int8 compute; "
-          "mixes by layer and by node" % (7 if REDUCE_RANGE else 8))
+          "mixes by layer and by node; SmoothQuant alpha 0.5 and 0.9; static QDQ MinMax on the probe slice"
+          % (7 if REDUCE_RANGE else 8))
 
 
 # A refusal holds on another x86 class only if every figure misses by half the tolerance again: the largest

@@ -11,7 +11,7 @@ from typing import Any
 
 from laya_serverless import Decider
 from laya_serverless.core.questions import parse_questions
-from laya_serverless.core.session import Feeds, collate
+from laya_serverless.core.session import Feeds
 
 
 def prepared_rows(decider: Decider, rows: Sequence[dict[str, Any]]) -> list[tuple[Any, Any]]:
@@ -29,8 +29,5 @@ def prepared_rows(decider: Decider, rows: Sequence[dict[str, Any]]) -> list[tupl
 
 def calibration_feeds(decider: Decider, rows: Sequence[dict[str, Any]]) -> list[Feeds]:
     """One feed (every question of one state in one pass) per golden row that has a question to answer."""
-    feeds = []
-    for built, questions in prepared_rows(decider, [r for r in rows if r.get("markers")]):
-        types = [q.type_index for q in questions] * (len(built) // max(1, len(questions)))
-        feeds.append(collate(built, types, decider.config.special.pad_id))
-    return feeds
+    return [decider.feeds(built, questions)
+            for built, questions in prepared_rows(decider, [r for r in rows if r.get("markers")])]

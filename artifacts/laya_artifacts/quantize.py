@@ -71,11 +71,6 @@ class Candidate:
     nodes: tuple[str, ...] | None = None  # set: exactly these encoder MatMuls (node names), whatever parts/layers say
     smoothing: float | None = None  # set: SmoothQuant's alpha, applied to the chosen MatMuls before quantizing
 
-    @property
-    def calibrated(self) -> bool:
-        """Whether building this candidate reads activations (calibration cases)."""
-        return self.method == "static-int8" or self.smoothing is not None
-
     def selects(self, layer: int, part: str, node: str = "") -> bool:
         if self.nodes is not None:
             return node in self.nodes

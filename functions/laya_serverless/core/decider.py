@@ -25,7 +25,7 @@ from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
-from .session import DecisionSession, collate
+from .session import DecisionSession, Feeds, collate
 from .tokenize import TextEncoder
 
 # Upstream sorts states by length inside windows of this many passes.
@@ -107,10 +107,14 @@ class Decider:
         tokens = encode_state(self.encoder, self.config.special, state)
         return [build_row(self.encoder, self.config.special, q, tokens, max_len, head_max_len) for q in questions]
 
+    def feeds(self, rows: Sequence[Row], questions: Sequence[Question]) -> Feeds:
+        """The graph's inputs for rows of states that share the question list."""
+        types = [q.type_index for q in questions] * (len(rows) // max(1, len(questions)))
+        return collate(rows, types, self.config.special.pad_id)
+
     def run_rows(self, rows: Sequence[Row], questions: Sequence[Question]) -> tuple[np.ndarray, np.ndarray]:
         """Logits and action probabilities for rows of states that share the question list."""
-        types = [q.type_index for q in questions] * (len(rows) // max(1, len(questions)))
-        logits, act_logits = self.session.run(collate(rows, types, self.config.special.pad_id))
+        logits, act_logits = self.session.run(self.feeds(rows, questions))
         if not (np.all(np.isfinite(logits)) and np.all(np.isfinite(act_logits))):
             raise InferenceError("the model returned non-finite values")
         return logits, softmax_rows(act_logits)

@@ -111,3 +111,26 @@ def test_an_avx2_cpu_reads_the_shipped_refusal_too(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     here, recorded_on = json.loads(run.stdout.strip().splitlines()[-1])
     assert here == "avx2" and recorded_on is not None   # recorded on amx-int8 (2026-12-02)
+
+
+@pytest.mark.slow
+def test_the_shipped_demo_goldens_are_the_assembled_demo_s_and_replay_against_upstream(tmp_path):
+    """`make serve` gates the demo on the goldens the package ships instead of recording them (a minute with
+    torch): they must be for exactly the assembled weights, and upstream must still give their answers."""
+    import numpy as np
+
+    from laya_artifacts.goldens import load_goldens, record_goldens, shipped_goldens
+
+    checkpoint = demo.demo_checkpoint(tmp_path)
+    found = shipped_goldens(checkpoint)
+    assert found is not None, "no shipped goldens for the demo's weights: re-record them (docs/artifacts.md#goldens)"
+    shipped = load_goldens(found)
+    picked = [row for i, row in enumerate(shipped["rows"]) if i % 24 == 0]   # 7 of 148 cases, about 3 s of torch
+    fresh = record_goldens(checkpoint, demo.DEMO_NAME, cases=[{k: row[k] for k in (
+        "id", "source", "lang", "split", "state", "questions", "controls")} for row in picked])
+    atol = 1e-5 if shipped["reference"]["cpu"] == fresh["reference"]["cpu"] else 1e-4
+    for new, old in zip(fresh["rows"], picked, strict=True):
+        assert new["token_ids_sha256"] == old["token_ids_sha256"] and new.get("refused") == old.get("refused")
+        for a, b in zip(new["logits"] + new["act_probabilities"], old["logits"] + old["act_probabilities"],
+                        strict=True):
+            assert np.allclose(a, b, atol=atol), new["id"]

@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from ..conftest import GOLDENS
 
 pytestmark = pytest.mark.slow
 
@@ -27,3 +30,30 @@ def test_the_replay_passes_both_splits_and_imports_no_torch(tiny_int8: Path, tin
     assert result == {"code": 0, "heavy": []}, done.stdout
     table = done.stdout
     assert "PASSED" in table and "selection" in table and "confirmation" in table and "corpus sha256" in table
+
+
+def test_the_bit_identity_check_runs_every_fourth_case_twice_and_catches_a_drifting_kernel(tiny_fp32: Path) -> None:
+    """A kernel whose second run differs from its first fails the gate on the cases it runs twice."""
+    from laya_artifacts import parity
+    from laya_artifacts.goldens import load_goldens
+    from laya_serverless import Decider
+
+    goldens = load_goldens(GOLDENS / "tiny-modernbert")
+    rows = [r for r in goldens["rows"] if parity.row_split(r) == "selection" and "logits" in r][:9]
+    decider = Decider.from_artifact(tiny_fp32, verify=False, threads=1)
+    steady = parity.gate_rows(decider, rows, "cpu-fp32", "selection")
+    assert steady.passed and steady.repeats_checked == 3   # cases 0, 4 and 8 of 9
+
+    calls = []
+    honest = decider.run_rows
+
+    def drifting(built, questions):   # every second call answers one ulp off
+        logits, act = honest(built, questions)
+        calls.append(1)
+        return (np.nextafter(logits, np.inf) if len(calls) % 2 == 0 else logits), act
+
+    decider.run_rows = drifting
+    report = parity.gate_rows(decider, rows, "cpu-fp32", "selection")
+    not_identical = [f for f in report.failures if "not bit-identical" in f]
+    assert not_identical == ["%s: two runs of the same input are not bit-identical" % rows[i]["id"] for i in (0, 4, 8)]
+    assert len(calls) == len(rows) + 3

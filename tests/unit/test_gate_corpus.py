@@ -19,7 +19,7 @@ from laya_artifacts.gate_corpus import (
     split_for,
     summarize,
 )
-from laya_artifacts.goldens import load_goldens
+from laya_artifacts.goldens import SHIPPED_GOLDENS, load_goldens, recorded_goldens, shipped_goldens, weights_sha256
 from laya_serverless.core.questions import parse_questions
 
 from ..conftest import GOLDENS
@@ -81,6 +81,11 @@ def test_the_corpus_is_deterministic_and_the_committed_goldens_record_it() -> No
             "the corpus changed: re-record goldens/%s with `laya-artifacts goldens`" % kind)
         assert corpus_sha256(goldens["rows"]) == goldens["corpus"]["sha256"]
         assert goldens["corpus"]["summary"]["rows_by_type"] == summarize(first)["rows_by_type"]
+    # The demo's goldens ship with the package so that `make serve` records nothing: a stale file would be
+    # skipped (recorded again, a minute slower), so it must follow the corpus too.
+    [shipped] = sorted(SHIPPED_GOLDENS.glob("*.json"))
+    assert load_goldens(shipped)["corpus"]["sha256"] == corpus_sha256(first), (
+        "the corpus changed: re-record %s (docs/artifacts.md#goldens)" % shipped)
 
 
 def test_each_case_lands_in_one_split_by_its_id_alone() -> None:
@@ -164,3 +169,29 @@ def test_the_cli_refuses_bad_gate_cases_before_touching_the_checkpoint(tmp_path:
     assert cli(["goldens", str(tmp_path / "no-such-checkpoint"), "--gate-cases", str(bad), "--out",
                 str(tmp_path / "g")]) == 2
     assert "%s:2: not JSON" % bad in capsys.readouterr().err and not (tmp_path / "g").exists()
+
+
+def _fake_checkpoint(directory: Path, weights: bytes) -> Path:
+    directory.mkdir(parents=True)
+    (directory / "model.safetensors").write_bytes(weights)
+    return directory
+
+
+def test_a_shipped_golden_file_is_used_only_for_its_weights_and_today_s_corpus(tmp_path: Path) -> None:
+    checkpoint = _fake_checkpoint(tmp_path / "ckpt", b"the weights")
+    weights = weights_sha256(checkpoint)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    goldens = {"format": 2, "checkpoint": {"name": "x", "weights_sha256": weights},
+               "reference": {"laya": "0.4.15", "torch": "2.13.0+cpu", "cpu": "some CPU"},
+               "corpus": {"sha256": corpus_sha256(builtin_cases())}, "rows": []}
+    (shipped / ("%s.json" % weights[:16])).write_text(json.dumps(goldens))
+    assert shipped_goldens(checkpoint, shipped) == shipped / ("%s.json" % weights[:16])
+    said: list[str] = []
+    path = recorded_goldens(checkpoint, "x", tmp_path / "corpus", progress=said.append, shipped=shipped)
+    assert load_goldens(path) == goldens and "using the goldens shipped for these weights" in said[0]
+    # other weights, or the same weights on another corpus version: not these goldens
+    assert shipped_goldens(_fake_checkpoint(tmp_path / "other", b"other weights"), shipped) is None
+    goldens["corpus"]["sha256"] = "0" * 64
+    (shipped / ("%s.json" % weights[:16])).write_text(json.dumps(goldens))
+    assert shipped_goldens(checkpoint, shipped) is None

@@ -5,8 +5,8 @@
 - hard mismatch: top-1 differs while the reference's top-1/top-2 margin is >= 2x tolerance;
 - near-tie flip: top-1 differs inside that band; listed row by row, never hidden;
 - token ids and markers identical; all outputs finite; two runs bit-identical (every `REPEAT_EVERY`-th
-  case, the first included); a question upstream
-  refuses on this checkpoint's budget is refused by the runtime with the same message.
+  case, the first included); a question upstream refuses on this checkpoint's budget is refused by
+  the runtime with the same message.
 
 The golden rows are split once (`gate_corpus.split_for`) into `selection` and `confirmation`; each
 split is measured on its own (max, p99 and median |dp|, max |d act|, every hard mismatch, near-tie
@@ -37,7 +37,7 @@ TOLERANCES = GATE_TOLERANCES
 # One session thread: the gate is no benchmark, and ORT's spinning pool on a shared core slowed it 2x here.
 GATE_THREADS = 1
 # Which cases run twice for the bit-identity check: a nondeterministic kernel shows on any case, and running
-# every one twice made the check half of every gate's time (the demo's FP32 gate: 117 s, 73 s with this).
+# every one twice made the check half of every gate's time (the demo's FP32 gate: 117 s, 66 s with this).
 REPEAT_EVERY = 4
 
 

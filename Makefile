@@ -25,9 +25,13 @@ $(BIN)/.installed: pyproject.toml
 serve: $(BIN)/.installed
 	$(BIN)/python scripts/quickstart.py
 
+# Test files are spread over TEST_WORKERS processes (pytest-xdist), a file's tests kept together so that its
+# module-scoped fixtures are built once; TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= 2
+
 ## test: lint and types, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
 test: $(BIN)/.installed $(CDK) $(QEMU) lint layer
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
 test-fast: $(BIN)/.installed lint

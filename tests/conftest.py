@@ -124,6 +124,22 @@ def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
 
 
 @pytest.fixture
+def ieee_floats() -> None:
+    """Subnormal floats representable again on this thread. The runtime's first onnxruntime session flushes
+    denormals on the thread that creates it (`core/session.py`), for the rest of the process; hypothesis
+    refuses to generate floats in that state. Which test creates the first session depends on the order and
+    worker the tests run in, so the hypothesis tiers reset the thread's floating-point environment first."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if sys.platform != "linux":   # FE_DFL_ENV below is glibc's; elsewhere the state is left as it is
+        return
+    fe_dfl_env = ctypes.c_void_p(-1)   # glibc's FE_DFL_ENV: the default MXCSR, FTZ and DAZ off
+    assert ctypes.CDLL(ctypes.util.find_library("m")).fesetenv(fe_dfl_env) == 0
+
+
+@pytest.fixture
 def close_mangums_loop() -> Iterator[None]:
     """Mangum, built on this (main) thread by a Lambda handler, takes the thread's event loop and never closes
     it; closed here, so that it is not finalized (unclosed, with its sockets) in a later test."""

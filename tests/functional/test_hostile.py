@@ -28,6 +28,7 @@ from laya_serverless.settings import Settings
 from tests.functional import hostile_events
 from tests.functional.test_app_fast import fake_decider
 
+pytestmark = pytest.mark.usefixtures("ieee_floats")
 EXAMPLES = 120
 BOUNDED = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

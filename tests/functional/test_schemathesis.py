@@ -27,6 +27,7 @@ from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider
 from tests.functional.test_hostile import BOUNDED, _check, _IdleEngine
 
+pytestmark = pytest.mark.usefixtures("ieee_floats")
 EXAMPLES = 60
 AUTH = {"Authorization": "Bearer k3y"}
 OPERATIONS = ["POST /v1/jobs", "GET /v1/jobs/{job_id}", "GET /v1/jobs/{job_id}/results", "POST /v1/systemone",

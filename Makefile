@@ -30,7 +30,8 @@ serve: $(BIN)/.installed
 TEST_WORKERS ?= 2
 
 ## test: lint and types, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
-test: $(BIN)/.installed $(CDK) $(QEMU) lint layer
+test: $(BIN)/.installed $(CDK) $(QEMU)
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint layer   # one core each: mypy, and the package build
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)

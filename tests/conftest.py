@@ -1,10 +1,12 @@
-"""Session-scoped test checkpoints and artifacts: built once per run, offline, in a temp dir."""
+"""Session-scoped test checkpoints and artifacts, built offline once per run (shared by xdist workers)."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import json
+import os
+import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -52,14 +54,34 @@ def write_goldens_file(goldens: dict[str, Any], directory: Path) -> Path:
     return write_goldens(goldens, directory)
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A directory that `build` fills once per test session, however many pytest-xdist workers ask for it: the
+    first builds it under a file lock, in the run's shared temp root, and the others wait and read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp(name)
+        build(root)
+        return root
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent / name
+    with FileLock(str(root) + ".lock"):
+        if not (root / ".built").exists():
+            shutil.rmtree(root, ignore_errors=True)   # a worker that died while building it
+            root.mkdir()
+            build(root)
+            (root / ".built").touch()
+    return root
+
+
 def _build(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[Path, Path]:
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.export import export_checkpoint
 
-    root = tmp_path_factory.mktemp(kind)
-    checkpoint = make_checkpoint(kind, root / "checkpoint")
-    artifact = export_checkpoint(checkpoint, root / "export-fp32")
-    return checkpoint, artifact
+    def build(root: Path) -> None:
+        export_checkpoint(make_checkpoint(kind, root / "checkpoint"), root / "export-fp32")
+
+    root = built_once(tmp_path_factory, kind, build)
+    return root / "checkpoint", root / "export-fp32"
 
 
 @pytest.fixture(scope="session")
@@ -89,10 +111,11 @@ def tiny_fp32(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
     those tests to one CPU family."""
     from laya_artifacts.build import build_artifact
 
-    out = tmp_path_factory.mktemp("tiny-fp32") / "artifact"
-    build_artifact(tiny_modernbert[0], "cpu-fp32", out, name="tiny-modernbert",
-                   goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
-    return out
+    def build(root: Path) -> None:
+        build_artifact(tiny_modernbert[0], "cpu-fp32", root / "artifact", name="tiny-modernbert",
+                       goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
+
+    return built_once(tmp_path_factory, "tiny-fp32", build) / "artifact"
 
 
 @pytest.fixture(scope="session")
@@ -114,13 +137,14 @@ def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
     from laya_artifacts import search
     from laya_artifacts.build import build_artifact
 
-    out = tmp_path_factory.mktemp("tiny-int8") / "artifact"
-    with pytest.MonkeyPatch.context() as patch:  # a short timing: the speed rule is lifted here anyway
-        patch.setattr(search, "SPEED_CASES", 4)
-        patch.setattr(search, "SPEED_RUNS", 2)
-        build_artifact(tiny_modernbert[0], "cpu-int8", out, name="tiny-modernbert", goldens_path=tiny_int8_goldens,
-                       candidates=["encoder-weight-only-8bit"], min_speedup=0)
-    return out
+    def build(root: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:  # a short timing: the speed rule is lifted here anyway
+            patch.setattr(search, "SPEED_CASES", 4)
+            patch.setattr(search, "SPEED_RUNS", 2)
+            build_artifact(tiny_modernbert[0], "cpu-int8", root / "artifact", name="tiny-modernbert",
+                           goldens_path=tiny_int8_goldens, candidates=["encoder-weight-only-8bit"], min_speedup=0)
+
+    return built_once(tmp_path_factory, "tiny-int8", build) / "artifact"
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ test: $(BIN)/.installed $(CDK) $(QEMU)
 
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
 test-fast: $(BIN)/.installed lint
-	$(BIN)/python -m pytest -m "not slow and not parity" -q
+	$(BIN)/python -m pytest -m "not slow and not parity" -q -n $(TEST_WORKERS) --dist loadfile
 
 $(QEMU):
 	$(SUDO) apt-get update -qq

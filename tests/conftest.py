@@ -19,13 +19,6 @@ GOLDENS = ROOT / "goldens"
 _ROW_LISTS = ("token_ids_sha256", "n_tokens", "markers", "logits", "act_probabilities")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding slow or parity tests first, each file's order kept: under pytest-xdist the many quick files
-    then fill the end of both workers, instead of one worker finishing the last model-building file alone."""
-    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("parity")}
-    items.sort(key=lambda item: item.path not in heavy)   # a stable sort: the order within each group stays
-
-
 def golden_slice(kind: str, keep_case: Callable[[int, dict[str, Any]], bool] = lambda _i, _row: True,
                  keep_question: Callable[[dict[str, Any]], bool] = lambda _q: True) -> dict[str, Any]:
     """A copy of the committed goldens of `kind` with only some cases, and within them some questions.

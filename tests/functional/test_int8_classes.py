@@ -60,6 +60,7 @@ def layer_mix_build(tiny_modernbert: tuple[Path, Path],
     root = tmp_path_factory.mktemp("layer-mix")
     short = golden_slice("tiny-modernbert", keep_case=lambda _i, row: max(row.get("n_tokens") or [0]) <= 200,
                          keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
+    assert {row["split"] for row in short["rows"]} == {"selection", "confirmation"}, short["rows"]
     goldens = write_goldens(short, root / "g")
     out, report = build_artifact(tiny_modernbert[0], "cpu-int8", root / "a", goldens_path=goldens, min_speedup=0,
                                  candidates=["layer-mix"], timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}),

@@ -113,6 +113,7 @@ def _bpe_tokenizer() -> Any:
 
 def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
     from transformers import AutoModel, ModernBertConfig
+    from transformers.initialization import no_init_weights
 
     config = ModernBertConfig(
         vocab_size=vocab_size,
@@ -128,11 +129,30 @@ def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
         initializer_range=0.2,
         **shape,
     )
-    return AutoModel.from_config(config, attn_implementation="sdpa")
+    # transformers' own init is skipped: `redraw` replaces every tensor it draws (13 s of ModernBERT-base's
+    # build). What it would leave constant, the norms, is set here as it sets them; every other tensor is NaN
+    # until redrawn, so leftover memory can never pass for a constant `redraw` keeps.
+    with no_init_weights():
+        encoder = AutoModel.from_config(config, attn_implementation="sdpa")
+    _init_constants_only(encoder)
+    return encoder
+
+
+def _init_constants_only(encoder: Any) -> None:
+    import torch
+
+    with torch.no_grad():
+        for param in encoder.parameters():
+            param.fill_(float("nan"))
+        for norm in encoder.modules():
+            if isinstance(norm, torch.nn.LayerNorm):
+                norm.weight.fill_(1.0)
+                if norm.bias is not None:
+                    norm.bias.zero_()
 
 
 def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(encoder, tokenizer, rl config) of `kind`; a random encoder still holds torch's init here."""
+    """(encoder, tokenizer, rl config) of `kind`; a random encoder holds no draw yet (`redraw` makes it)."""
     from transformers import AutoModel, AutoTokenizer
 
     if kind == "minilm":
@@ -245,6 +265,9 @@ def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int | None
     encoder, tok, cfg = _build(kind)
     model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1).eval()
     redraw(model, seed, keep=("encoder.",) if kind == "minilm" else ())
+    undrawn = [name for name, param in model.named_parameters() if bool(torch.isnan(param).any())]
+    if undrawn:
+        raise RuntimeError("no weights were drawn for %s" % ", ".join(undrawn))
     _discriminative_scorer(model, tok)
     say("writing %s checkpoint to %s" % (kind, out))
     save_checkpoint(model, tok, cfg, str(out))

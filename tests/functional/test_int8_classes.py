@@ -41,13 +41,17 @@ def _both_classes(artifact: Path, goldens: Path) -> tuple[dict[str, Any], dict[s
 
 def test_weight_only_int8_answers_the_same_on_avx2(tiny_int8: Path, tmp_path: Path) -> None:
     # 8-bit weights dequantized to FP32 compute: no int8 kernel runs, so the classes agree to FP32 noise
-    # the corpus's short cases (at most 100 tokens a row; 8, both splits): emulation costs grow with length
+    # the two shortest choice cases of each split (at most 100 tokens a row): emulation costs grow with length,
+    # and a path whose kernels do not depend on the class needs few rows to show it
     short = golden_slice("tiny-modernbert", keep_case=lambda _i, row: max(row.get("n_tokens") or [0]) <= 100,
                          keep_question=lambda q: q["type"] == "choice")
+    by_length = sorted(short["rows"], key=lambda row: max(row["n_tokens"]))
+    short["rows"] = [row for split in ("selection", "confirmation")
+                     for row in [r for r in by_length if r["split"] == split][:2]]
     goldens = write_goldens(short, tmp_path / "g")
     native, avx2 = _both_classes(tiny_int8, goldens)
     assert native["passed"] and avx2["passed"], avx2
-    assert avx2["rows"] == native["rows"] >= 8 and {"selection", "confirmation"} <= set(avx2["splits"])
+    assert avx2["rows"] == native["rows"] >= 4 and {"selection", "confirmation"} <= set(avx2["splits"])
     assert abs(avx2["max_probability_error"] - native["max_probability_error"]) <= 1e-5
 
 

@@ -6,6 +6,7 @@ import json
 import re
 import runpy
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -361,15 +362,24 @@ def test_type_weights_weigh_each_row_of_the_decision_loss():
     assert torch.isclose(leaning_on_the_wrong_row, (3 * rows[0] + rows[1]) / 4) and leaning_on_the_wrong_row > plain
 
 
+def _case_slice(name: str, tmp_path: Path, cases: int = 8) -> str:
+    """The first `cases` cases of a hand-written set, as a file of their own."""
+    out = tmp_path / ("%s-slice.jsonl" % name)
+    out.write_text("".join(case_file(name).read_text(encoding="utf-8").splitlines(keepends=True)[:cases]))
+    return str(out)
+
+
 def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     """CI's budget: a few real optimizer steps on a handful of worlds, then the shipped-files contract."""
     import laya
 
-    settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2)
+    # The first stage checks on a slice of its default hand-written set (the script below wants whole sets).
+    settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2,
+                       check_cases=(_case_slice("train-1", tmp_path),))
     meta = train_demo(tmp_path / "demo", settings, progress=lambda _m: None)
     curve = json.loads((tmp_path / "demo" / "learning_curve.json").read_text())   # one list per stage
     [stage] = curve
-    assert [row["epoch"] for row in stage] == [0, 1] and stage[1]["train_loss"] > 0
+    assert [row["epoch"] for row in stage] == [0, 1] and stage[1]["train_loss"] > 0 and "hand-written" in stage[1]
     assert "| 1 |" in (tmp_path / "demo" / "training_report.md").read_text()
     assert meta["head_sha256"] == demo.sha256_file(tmp_path / "demo" / demo.HEAD_FILE)
     assert all(0.5 <= t <= 5.0 for t in meta["checkpoint_config"]["temperature"])

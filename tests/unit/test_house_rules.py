@@ -146,3 +146,35 @@ def test_http_and_jobs_never_import_each_other() -> None:
 def test_the_floors_rule_sees_an_upward_arrow() -> None:
     assert _floor("laya_serverless.core.decider")[0] > _floor("laya_serverless.protocol.loader")[0]
     assert _floor("laya_serverless.jobs.handler")[1] == "laya_serverless.jobs.handler"  # an entry point in jobs/
+
+
+def _aws_cdk_modules_imported() -> set[str]:
+    """The aws_cdk modules the checked packages import (`from aws_cdk import aws_s3` names one; `Duration` none)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("aws_cdk")
+    assert spec is not None and spec.submodule_search_locations
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    found = set()
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.split(".")[0] == "aws_cdk")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aws_cdk":
+                found.add(node.module or "")
+                found.update("%s.%s" % (node.module, a.name) for a in node.names
+                             if (package_dir / a.name).is_dir() or (package_dir / (a.name + ".py")).is_file())
+    return found
+
+
+def test_mypy_follows_every_aws_cdk_module_the_packages_import() -> None:
+    """mypy skips aws_cdk's service modules (pyproject.toml) but for those listed; an unlisted import would be Any."""
+    import tomllib
+
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]["overrides"]
+    followed = {m for o in overrides if o.get("follow_imports") == "normal" for m in o["module"]}
+    skipped = {m for o in overrides if o.get("follow_imports") == "skip" for m in o["module"]}
+    imported = _aws_cdk_modules_imported()
+    assert {"aws_cdk", "aws_cdk.aws_lambda", "aws_cdk.aws_iam"} <= imported and "aws_cdk.Duration" not in imported
+    assert "aws_cdk.*" in skipped
+    assert sorted(imported - followed) == []

@@ -365,7 +365,8 @@ def test_type_weights_weigh_each_row_of_the_decision_loss():
 def _case_slice(name: str, tmp_path: Path, cases: int = 8) -> str:
     """The first `cases` cases of a hand-written set, as a file of their own."""
     out = tmp_path / ("%s-slice.jsonl" % name)
-    out.write_text("".join(case_file(name).read_text(encoding="utf-8").splitlines(keepends=True)[:cases]))
+    lines = case_file(name).read_text(encoding="utf-8").splitlines(keepends=True)
+    out.write_text("".join(lines[:cases]), encoding="utf-8")
     return str(out)
 
 
@@ -373,7 +374,7 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     """CI's budget: a few real optimizer steps on a handful of worlds, then the shipped-files contract."""
     import laya
 
-    # The first stage checks on a slice of its default hand-written set (the script below wants whole sets).
+    # The first stage checks on a slice of its default hand-written set (the script below takes repository files).
     settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2,
                        check_cases=(_case_slice("train-1", tmp_path),))
     meta = train_demo(tmp_path / "demo", settings, progress=lambda _m: None)

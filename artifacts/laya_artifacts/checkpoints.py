@@ -129,8 +129,8 @@ def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
         initializer_range=0.2,
         **shape,
     )
-    # transformers' own init is skipped: `redraw` replaces every tensor it draws (13 s of ModernBERT-base's
-    # build). What it would leave constant, the norms, is set here as it sets them; every other tensor is NaN
+    # transformers' own init is skipped: `redraw` replaces every tensor it draws (docs/testing.md has the time
+    # it took). What it would leave constant, the norms, is set here as it sets them; every other tensor is NaN
     # until redrawn, so leftover memory can never pass for a constant `redraw` keeps.
     with no_init_weights():
         encoder = AutoModel.from_config(config, attn_implementation="sdpa")

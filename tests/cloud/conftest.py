@@ -181,9 +181,9 @@ def _shortest_case_of_each_split() -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(checkpoint, goldens) of a random checkpoint shaped like ModernBERT-base (a real Laya checkpoint's size:
-    a 626 MiB FP32 graph), its corpus the built-in one's shortest case of each split only (a forward pass of this
-    shape is about 4 s a case on one thread at 200-300 tokens): what the artifacts built from it prove is size,
-    not fidelity (the tiny and MiniLM checkpoints carry the full gate)."""
+    a 626 MiB FP32 graph), its corpus the built-in one's shortest case of each split only (longer cases cost seconds
+    a forward pass at this shape, docs/testing.md): what the artifacts built from it prove is size, not fidelity
+    (the tiny and MiniLM checkpoints carry the full gate)."""
     from laya_artifacts.checkpoints import make_checkpoint
     from laya_artifacts.goldens import record_goldens
 

@@ -374,7 +374,7 @@ def test_a_short_training_run_writes_an_assemblable_head(tmp_path):
     """CI's budget: a few real optimizer steps on a handful of worlds, then the shipped-files contract."""
     import laya
 
-    # The first stage checks on a slice of its default hand-written set (the script below takes repository files).
+    # The first stage checks on a slice of its default hand-written set (the script below takes only repository files).
     settings = replace(dt.TrainSettings(), n_worlds=12, val_worlds=10, epochs=1, warmup_steps=2,
                        check_cases=(_case_slice("train-1", tmp_path),))
     meta = train_demo(tmp_path / "demo", settings, progress=lambda _m: None)

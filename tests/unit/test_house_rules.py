@@ -4,6 +4,7 @@ and a runtime package that never reaches the build side."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -148,33 +149,71 @@ def test_the_floors_rule_sees_an_upward_arrow() -> None:
     assert _floor("laya_serverless.jobs.handler")[1] == "laya_serverless.jobs.handler"  # an entry point in jobs/
 
 
-def _aws_cdk_modules_imported() -> set[str]:
-    """The aws_cdk modules the checked packages import (`from aws_cdk import aws_s3` names one; `Duration` none)."""
+def _aws_cdk_dir() -> Path:
     import importlib.util
 
-    spec = importlib.util.find_spec("aws_cdk")
+    spec = importlib.util.find_spec("aws_cdk")  # finds it without importing it (jsii starts node on import)
     assert spec is not None and spec.submodule_search_locations
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _aws_cdk_modules_imported() -> set[str]:
+    """The aws_cdk modules the checked packages import (`from aws_cdk import aws_s3` names one; `Duration` none)."""
+    root = _aws_cdk_dir().parent
     found = set()
     for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names if a.name.split(".")[0] == "aws_cdk")
             elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "aws_cdk":
+                package = root / (node.module or "").replace(".", "/")
                 found.add(node.module or "")
                 found.update("%s.%s" % (node.module, a.name) for a in node.names
-                             if (package_dir / a.name).is_dir() or (package_dir / (a.name + ".py")).is_file())
+                             if (package / a.name).is_dir() or (package / (a.name + ".py")).is_file())
     return found
 
 
-def test_mypy_follows_every_aws_cdk_module_the_packages_import() -> None:
-    """mypy skips aws_cdk's service modules (pyproject.toml) but for those listed; an unlisted import would be Any."""
+def _mypy_aws_cdk_overrides() -> tuple[set[str], set[str]]:
+    """(followed, skipped) aws_cdk module patterns of pyproject.toml's mypy overrides."""
     import tomllib
 
     overrides = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]["overrides"]
     followed = {m for o in overrides if o.get("follow_imports") == "normal" for m in o["module"]}
     skipped = {m for o in overrides if o.get("follow_imports") == "skip" for m in o["module"]}
+    return {m for m in followed if m.startswith("aws_cdk")}, skipped
+
+
+def test_mypy_follows_every_aws_cdk_module_the_packages_import() -> None:
+    """mypy skips aws_cdk's service modules (pyproject.toml) but for those listed; an unlisted import would be Any."""
+    followed, skipped = _mypy_aws_cdk_overrides()
     imported = _aws_cdk_modules_imported()
     assert {"aws_cdk", "aws_cdk.aws_lambda", "aws_cdk.aws_iam"} <= imported and "aws_cdk.Duration" not in imported
     assert "aws_cdk.*" in skipped
     assert sorted(imported - followed) == []
+
+
+_ALIAS = re.compile(r"^\s*import (aws_cdk[\w.]*) as (\w+)$", re.MULTILINE)
+_CLASS_BASES = re.compile(r"^class \w+\(([^)]*)\)", re.MULTILINE)
+
+
+def _base_class_modules(module: str) -> set[str]:
+    """The aws_cdk modules `module`'s classes derive from. jsii writes `import aws_cdk.aws_ec2 as _aws_ec2_09840e12`
+    and `class IFunction(_aws_ec2_09840e12.IConnectable, ...)`; read as text (ast takes seconds a module)."""
+    path = _aws_cdk_dir().parent / module.replace(".", "/")
+    source = (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text(encoding="utf-8")
+    aliases = {alias: name for name, alias in _ALIAS.findall(source)}
+    return {aliases[alias] for bases in _CLASS_BASES.findall(source)
+            for alias in re.findall(r"(\w+)\.\w+", bases) if alias in aliases}
+
+
+def test_mypy_follows_the_bases_of_every_followed_aws_cdk_class_and_nothing_else() -> None:
+    """A followed class with a skipped base would accept any attribute; a module neither imported nor a base
+    is analysed for nothing."""
+    followed, _skipped = _mypy_aws_cdk_overrides()
+    needed, todo = set(_aws_cdk_modules_imported()), list(_aws_cdk_modules_imported())
+    while todo:
+        for base in _base_class_modules(todo.pop()) - needed:
+            needed.add(base)
+            todo.append(base)
+    assert "aws_cdk.aws_ec2" in needed   # lambda_.IFunction is an ec2.IConnectable
+    assert sorted(needed - followed) == [] and sorted(followed - needed) == []

@@ -114,7 +114,7 @@ def test_a_pass_on_a_gpu_is_recorded_under_the_gpu_s_class_where_the_container_r
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from laya_artifacts import regate
+    from laya_serverless.gate import regate
     from laya_serverless.artifact.gpu import gpu_key, unproven_on_this_gpu
 
     l4 = {"gpu": {"name": "NVIDIA L4"}, "gpu_count": 1, "onnxruntime": "1.32.0"}

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from laya_serverless import snapstart
+from laya_serverless.lambda_edge import snapstart
 from laya_serverless.http.app import create_app
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings

@@ -45,7 +45,7 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     jobs = stepfunctions_jobs(settings, s3_client)  # /v1/jobs where the stack created the engine
     app = build_service(settings, s3_client, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):
-        snapstart.register(app.state.serving, settings, secrets_client)
+        snapstart.register(app.state.serving, settings, secrets_client, s3_client)
     return instrumentation.wrap(lambda_handler(app, settings))
 
 

@@ -26,7 +26,8 @@ MAX_BATCH_TOKENS = "LAYA_MAX_BATCH_TOKENS"
 JEV_STRICT = "LAYA_JEV_STRICT"
 AUTO_TASK = "LAYA_AUTO_TASK"
 DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
-THREADS = "LAYA_THREADS"
+THREADS = "LAYA_THREADS"  # unset: sized to the CPU quota (core/cpu_share.py)
+SPINNING = "LAYA_SPINNING"  # ONNX Runtime's idle threads spin: off unless set (core/cpu_share.py)
 TOURNAMENT_GROUP = "LAYA_TOURNAMENT_GROUP"
 IDLE_UNLOAD_SECONDS = "LAYA_IDLE_UNLOAD_SECONDS"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
@@ -147,6 +148,7 @@ class Settings:
     auto_task: bool = False
     default_model: str = "english"  # the default deployment's one checkpoint, as from_environ({}) resolves it
     threads: int | None = None
+    spinning: bool = False
     tournament_group: int = 0  # off; 2-100 narrows choices with more options than this by elimination
     idle_unload_seconds: float = 0.0  # off; a long-running server unloads its checkpoints after this idle time
     host: str | None = None  # the local server binds 127.0.0.1 unless told otherwise
@@ -214,6 +216,7 @@ class Settings:
             auto_task=_bool(env, AUTO_TASK, False),
             default_model=default_model,
             threads=threads,
+            spinning=_bool(env, SPINNING, False),
             tournament_group=group if 2 <= group <= MAX_CHOICE_OPTIONS else 0,
             idle_unload_seconds=idle,
             host=env.get(HOST, "").strip() or None,

@@ -6,7 +6,10 @@
 - After a restore: what must not be shared between instances restored from one snapshot is made
   anew: Python's `random` state is reseeded from the OS, and the API key is read again from
   Secrets Manager (a key rotated since the snapshot is picked up; the old one stops working).
-  uuid4 request ids come from os.urandom and need nothing.
+  uuid4 request ids come from os.urandom and need nothing. And the CPU's int8 kernel class is read again:
+  restored on another class than INIT chose for, each checkpoint's artifact is chosen again for it
+  (`protocol.reclass`), so an int8 artifact never serves where its gate did not run; if a checkpoint
+  has nothing this class may serve, the instance answers 503 saying why rather than serve it.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from typing import Any
 
 from . import observe
 from .api_key import read_api_key
+from .artifact.cpu import cpu_profile
 from .errors import LayaError
 from .http.serving import Serving
+from .protocol.loader import CpuReader
+from .protocol.reclass import recheck_class
 from .settings import Settings
 
 _log = logging.getLogger("laya_serverless")
 WARM_STATE = "SnapStart warm-up: a short English sentence."
+RESTORED_ELSEWHERE = ("restored on a CPU whose int8 kernels the deployed artifacts were not chosen for, and no "
+                      "artifact proven for it could be served instead; try again later")
 WARM_QUESTIONS = {"warm": {"type": "noul", "instructions": "Is this a warm-up?"}}
 
 
@@ -38,19 +46,32 @@ def warm(serve: Serving) -> int:
     return len(serve.deployment.deciders)
 
 
-def refresh(serve: Serving, settings: Settings, secrets_client: Any = None) -> None:
-    """Reseed randomness and re-read the API key secret (when the key comes from one)."""
-    random.seed()
-    if settings.api_key_secret is None:
+def recheck(serve: Serving, settings: Settings, cpu: CpuReader = cpu_profile, s3_client: Any = None) -> None:
+    """The CPU class read again, each checkpoint's artifact switched where INIT's choice does not hold here."""
+    if serve.deployment is None:
         return
     try:
-        serve.rekey(read_api_key(settings.api_key_secret, secrets_client))
-    except LayaError:  # keep the snapshot's key rather than fail every request of this instance
-        _log.exception("after restore: the API key secret could not be read again; keeping the previous key")
+        recheck_class(serve.deployment, settings, cpu(), s3_client)
+    except Exception:  # whatever failed, never keep serving an int8 artifact whose gate missed this class
+        _log.exception("after restore: the artifacts could not be chosen again for this CPU")
+        observe.metric(observe.REFUSED_ARTIFACTS)
+        serve.withdraw(RESTORED_ELSEWHERE)
 
 
-def register(serve: Serving, settings: Settings, secrets_client: Any = None) -> None:
+def refresh(serve: Serving, settings: Settings, secrets_client: Any = None, cpu: CpuReader = cpu_profile,
+            s3_client: Any = None) -> None:
+    """Reseed randomness, re-check the CPU class, and re-read the API key secret (when the key comes from one)."""
+    random.seed()
+    if settings.api_key_secret is not None:
+        try:
+            serve.rekey(read_api_key(settings.api_key_secret, secrets_client))
+        except LayaError:  # keep the snapshot's key rather than fail every request of this instance
+            _log.exception("after restore: the API key secret could not be read again; keeping the previous key")
+    recheck(serve, settings, cpu, s3_client)
+
+
+def register(serve: Serving, settings: Settings, secrets_client: Any = None, s3_client: Any = None) -> None:
     from snapshot_restore_py import register_after_restore, register_before_snapshot
 
     register_before_snapshot(warm, serve)
-    register_after_restore(refresh, serve, settings, secrets_client)
+    register_after_restore(refresh, serve, settings, secrets_client, cpu_profile, s3_client)

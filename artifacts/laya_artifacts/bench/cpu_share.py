@@ -1,6 +1,6 @@
 """Busy-instance latency under Lambda's CPU share: the runtime's own thread sizing against hand settings.
 
-    sudo python scripts/bench_cpu_share.py ARTIFACT_DIR [--memory 1024,2048,3008] [--rounds 3] [--json OUT]
+    sudo laya-artifacts bench cpu-share ARTIFACT_DIR [--memory 1024,2048,3008] [--rounds 3] [--json OUT]
 
 Lambda grants CPU time by memory (1,769 MB buys one vCPU) while showing two or more cores. Here that is
 emulated with a cgroup-v1 CFS quota per memory size (period 100 ms, quota MB/1769 of it, a high
@@ -90,8 +90,9 @@ def _cgroup(memory: int) -> Path:
     return path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="laya-artifacts bench cpu-share", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("artifact")
     parser.add_argument("--memory", default="1024,2048,3008")
     parser.add_argument("--rounds", type=int, default=3)
@@ -99,10 +100,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cgroup", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child:
         child(args.artifact, args.child, args.cgroup)
-        return
+        return 0
     sizes = [int(m) for m in args.memory.split(",")]
     configs = args.configs.split(",")
     groups = {m: _cgroup(m) for m in sizes}
@@ -128,6 +129,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"results": results, "summary": summary}, indent=1))
     for line in table(summary):
         print(line)
+    return 0
 
 
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
@@ -164,4 +166,4 @@ def table(summary: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

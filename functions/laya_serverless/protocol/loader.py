@@ -133,13 +133,14 @@ def load_deciders(settings: Settings, s3_client: Any = None, placement: Placemen
     share = share or process_share(settings)
     profile = cpu()
     here = profile if settings.device == CPU else gpu_profile()
-    loaded = Loaded(served_on=ServedOn(int8_kernels(profile), {}, share))
+    served_on = ServedOn(int8_kernels(profile), {}, share)
+    loaded = Loaded(served_on=served_on)
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
         decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement,
                                                              share.threading())
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
-        loaded.served_on.artifacts[key] = (stored, artifact_id, manifest.target)
+        served_on.artifacts[key] = (stored, artifact_id, manifest.target)
         loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
         _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
         if fallback is not None:

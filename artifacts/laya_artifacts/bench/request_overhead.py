@@ -7,6 +7,10 @@ each in a fresh process, rounds alternating which goes first. Each session's `ru
 process, so a call splits into the graph and everything else: tokenization, question encoding, feeds,
 decode, Python. The case is issue 46's short one: 1 question on a 12-token state. The figure is the median
 over rounds of each round's median per call.
+
+With `--graphs NAME=GRAPH ...` it times graphs alone instead, in one process, call by call interleaved
+(one intra-op thread, spinning off, full graph optimization), on the same case's feeds: e.g. ours and
+upstream's int8 graph of one checkpoint, to see how much of a gap is the graph's.
 """
 
 from __future__ import annotations
@@ -83,6 +87,36 @@ def child(contender: str, checkpoint: str, artifact: str, calls: int) -> None:
                       "outside_ms": statistics.median(t - g for t, g in zip(totals, graphs, strict=True)) * 1000}))
 
 
+def compare_graphs(artifact: str, graphs: dict[str, str], calls: int) -> None:
+    """Each graph's median `run` on the short case's feeds, interleaved call by call."""
+    import onnxruntime as ort
+
+    from laya_serverless import Decider
+    from laya_serverless.core.questions import parse_questions
+
+    decider = Decider.from_artifact(artifact, threads=1, verify=False)
+    questions = parse_questions(QUESTIONS)
+    feeds = decider.feeds(decider.rows_for(STATE, questions, decider.config.max_len, decider.config.head_max_len),
+                          questions)
+    sessions = {}
+    for name, graph in graphs.items():
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sessions[name] = ort.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
+    spent: dict[str, list[float]] = {name: [] for name in sessions}
+    for n in range(20 + calls):
+        for name, session in sessions.items():
+            started = time.perf_counter()
+            session.run(["logits", "act_logits"], feeds)
+            if n >= 20:
+                spent[name].append(time.perf_counter() - started)
+    print("%d tokens in the row, %d calls each" % (feeds["input_ids"].shape[1], calls))
+    for name, times in spent.items():
+        print("%-16s graph p50 %.3f ms" % (name, statistics.median(times) * 1000))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="laya-artifacts bench request-overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("artifact")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--graphs", nargs="+", metavar="NAME=GRAPH", help="time these graphs alone instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.graphs:
+        compare_graphs(args.artifact, dict(g.split("=", 1) for g in args.graphs), args.calls)
+        return 0
     if args.child:
         child(args.child, args.checkpoint, args.artifact, args.calls)
         return 0

@@ -14,14 +14,15 @@ import pytest
 from fastapi.testclient import TestClient
 
 from laya_artifacts.publish import publish
-from laya_serverless import observe, snapstart
+from laya_serverless import observe
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.assembly.loader import assemble_deployment
 from laya_serverless.http.app import build_app, create_app
 from laya_serverless.http.serving import Serving
+from laya_serverless.lambda_edge import snapstart
 from laya_serverless.protocol.deployment import Deployment, ServedOn
 from laya_serverless.protocol.detect import analyse
-from laya_serverless.protocol.loader import assemble_deployment
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider

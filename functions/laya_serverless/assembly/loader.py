@@ -29,9 +29,9 @@ from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..core.session import Threads
 from ..errors import ArtifactError, DeviceUnavailable
+from ..protocol.deployment import Deployment, ServedOn
+from ..protocol.routing import Registry, canonical_name
 from ..settings import Settings
-from .deployment import Deployment, ServedOn
-from .routing import Registry, canonical_name
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
@@ -123,12 +123,11 @@ def process_share(settings: Settings) -> CpuShare:
     return share
 
 
-def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME,
+def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME,
                   share: CpuShare | None = None, cpu: CpuReader = cpu_profile) -> Loaded:
     """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
     or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
     require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
-    store = open_store(settings.store, s3_client=s3_client)
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
     share = share or process_share(settings)
     profile = cpu()
@@ -169,26 +168,29 @@ class Assembled:
     deployment: Deployment | None
     registry: Registry
     loaded: Loaded
+    store: ObjectStore
     unavailable: str | None = None
 
 
-def assemble_deployment(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME,
-                        cpu: CpuReader = cpu_profile) -> Assembled:
-    """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike."""
+def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
+                        placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile) -> Assembled:
+    """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
+    process's one `store` (opened here from `settings.store` when the edge passed none)."""
+    store = open_store(settings.store) if store is None else store
     try:
-        loaded = load_deciders(settings, s3_client, placement, cpu=cpu)
+        loaded = load_deciders(settings, store, placement, cpu=cpu)
     except ArtifactError as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
-        return Assembled(None, Registry(), Loaded(), why)
+        return Assembled(None, Registry(), Loaded(), store, why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         share = loaded.served_on.cpu_share if loaded.served_on is not None else None
-        again = load_deciders(settings, s3_client, placement, share, cpu)
+        again = load_deciders(settings, store, placement, share, cpu)
         if deployment.served_on is not None and again.served_on is not None:  # chosen again, for today's CPU
             deployment.served_on.cpu_class = again.served_on.cpu_class
             deployment.served_on.artifacts = again.served_on.artifacts
@@ -197,4 +199,4 @@ def assemble_deployment(settings: Settings, s3_client: Any = None, placement: Pl
     registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
     deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
                             loaded.fallbacks, loaded.served_on)
-    return Assembled(deployment, registry, loaded)
+    return Assembled(deployment, registry, loaded, store)

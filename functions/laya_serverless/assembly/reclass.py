@@ -17,17 +17,17 @@ from typing import Any
 from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR
 from ..artifact.platform import int8_kernels
-from ..artifact.store import open_store
+from ..artifact.store import ObjectStore
 from ..core.providers import CPU
+from ..protocol.deployment import Deployment
 from ..settings import Settings
-from .deployment import Deployment
 from .loader import choose_artifact, open_artifact
 
 _log = logging.getLogger("laya_serverless")
 
 
 def recheck_class(deployment: Deployment, settings: Settings, here: dict[str, Any],
-                  s3_client: Any = None) -> list[dict[str, str]]:
+                  store: ObjectStore) -> list[dict[str, str]]:
     """Choose every checkpoint's artifact again for the CPU `here` when its int8 class is not the one the
     deployment's artifacts were chosen for; the switches made. `ArtifactError` when a checkpoint has nothing
     this class may serve (the caller must then stop serving it)."""
@@ -35,7 +35,6 @@ def recheck_class(deployment: Deployment, settings: Settings, here: dict[str, An
     now = int8_kernels(here)
     if served is None or settings.device != CPU or now == served.cpu_class:
         return []
-    store = open_store(settings.store, s3_client=s3_client)
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
     threads = served.cpu_share.threading() if served.cpu_share is not None else None
     switches = []

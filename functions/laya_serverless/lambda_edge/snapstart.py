@@ -8,7 +8,7 @@
   Secrets Manager (a key rotated since the snapshot is picked up; the old one stops working).
   uuid4 request ids come from os.urandom and need nothing. And the CPU's int8 kernel class is read again:
   restored on another class than INIT chose for, each checkpoint's artifact is chosen again for it
-  (`protocol.reclass`), so an int8 artifact never serves where its gate did not run; if a checkpoint
+  (`assembly.reclass`), so an int8 artifact never serves where its gate did not run; if a checkpoint
   has nothing this class may serve, the instance answers 503 saying why rather than serve it.
 """
 
@@ -18,14 +18,15 @@ import logging
 import random
 from typing import Any
 
-from . import observe
+from .. import observe
+from ..artifact.cpu import cpu_profile
+from ..artifact.store import ObjectStore, open_store
+from ..assembly.loader import CpuReader
+from ..assembly.reclass import recheck_class
+from ..errors import LayaError
+from ..http.serving import Serving
+from ..settings import Settings
 from .api_key import read_api_key
-from .artifact.cpu import cpu_profile
-from .errors import LayaError
-from .http.serving import Serving
-from .protocol.loader import CpuReader
-from .protocol.reclass import recheck_class
-from .settings import Settings
 
 _log = logging.getLogger("laya_serverless")
 WARM_STATE = "SnapStart warm-up: a short English sentence."
@@ -46,20 +47,22 @@ def warm(serve: Serving) -> int:
     return len(serve.deployment.deciders)
 
 
-def recheck(serve: Serving, settings: Settings, cpu: CpuReader = cpu_profile, s3_client: Any = None) -> None:
-    """The CPU class read again, each checkpoint's artifact switched where INIT's choice does not hold here."""
-    if serve.deployment is None:
+def recheck(serve: Serving, settings: Settings, store: ObjectStore | None = None,
+            cpu: CpuReader = cpu_profile) -> None:
+    """The CPU class read again, each checkpoint's artifact switched where INIT's choice does not hold here (from the
+    process's `store`, else one opened from `settings.store`)."""
+    if serve.deployment is None or serve.deployment.served_on is None:  # nothing loaded, or assembled by hand
         return
     try:
-        recheck_class(serve.deployment, settings, cpu(), s3_client)
+        recheck_class(serve.deployment, settings, cpu(), store if store is not None else open_store(settings.store))
     except Exception:  # whatever failed, never keep serving an int8 artifact whose gate missed this class
         _log.exception("after restore: the artifacts could not be chosen again for this CPU")
         observe.metric(observe.REFUSED_ARTIFACTS)
         serve.withdraw(RESTORED_ELSEWHERE)
 
 
-def refresh(serve: Serving, settings: Settings, secrets_client: Any = None, cpu: CpuReader = cpu_profile,
-            s3_client: Any = None) -> None:
+def refresh(serve: Serving, settings: Settings, secrets_client: Any = None, store: ObjectStore | None = None,
+            cpu: CpuReader = cpu_profile) -> None:
     """Reseed randomness, re-check the CPU class, and re-read the API key secret (when the key comes from one)."""
     random.seed()
     if settings.api_key_secret is not None:
@@ -67,11 +70,11 @@ def refresh(serve: Serving, settings: Settings, secrets_client: Any = None, cpu:
             serve.rekey(read_api_key(settings.api_key_secret, secrets_client))
         except LayaError:  # keep the snapshot's key rather than fail every request of this instance
             _log.exception("after restore: the API key secret could not be read again; keeping the previous key")
-    recheck(serve, settings, cpu, s3_client)
+    recheck(serve, settings, store, cpu)
 
 
-def register(serve: Serving, settings: Settings, secrets_client: Any = None, s3_client: Any = None) -> None:
+def register(serve: Serving, settings: Settings, secrets_client: Any = None, store: ObjectStore | None = None) -> None:
     from snapshot_restore_py import register_after_restore, register_before_snapshot
 
     register_before_snapshot(warm, serve)
-    register_after_restore(refresh, serve, settings, secrets_client, cpu_profile, s3_client)
+    register_after_restore(refresh, serve, settings, secrets_client, store, cpu_profile)

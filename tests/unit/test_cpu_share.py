@@ -123,3 +123,11 @@ def test_laya_threads_and_spinning_override_the_rule(tmp_path: Path) -> None:
 def test_this_machine_gets_at_least_one_thread() -> None:
     share = size_threads(None, False)
     assert 1 <= share.threads <= share.usable_cores
+
+
+def test_only_a_local_jobs_engine_divides_the_share_between_processes() -> None:
+    from laya_serverless.assembly.loader import process_share
+
+    assert process_share(Settings(jobs_workers=3)).processes == 3
+    assert process_share(Settings(jobs_workers=3, jobs_state_machine="arn:aws:states:x")).processes == 1
+    assert process_share(Settings(jobs_workers=0)).processes == 1  # no local jobs: the server has it all

@@ -157,7 +157,8 @@ class DeployConfig:
 
     @property
     def threads(self) -> int:
-        """Intra-op threads sized to the vCPUs this memory setting buys (at least one)."""
+        """Whole vCPUs this memory setting buys (at least one): what token rates are planned on. The function
+        sizes its own threads to its CPU quota (functions/laya_serverless/core/cpu_share.py): no LAYA_THREADS."""
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
 
     @property

@@ -10,7 +10,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -200,5 +200,5 @@ def moto_aws(monkeypatch: pytest.MonkeyPatch, moto_config: dict[str, Any]) -> It
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(name, "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", MOTO_REGION)
-    with mock_aws(config=moto_config or None):
+    with mock_aws(config=cast(Any, moto_config) or None):
         yield lambda service: boto3.client(service, region_name=MOTO_REGION)

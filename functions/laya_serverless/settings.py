@@ -40,6 +40,7 @@ GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"  # a path prefix API Gateway leaves on requests (REST stage, custom domain)
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"  # Lambda: read the bearer key from Secrets Manager at INIT
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"  # the /gpu proxy function: the SageMaker endpoint it invokes
+GPU_INFERENCE_COMPONENT = "LAYA_GPU_INFERENCE_COMPONENT"  # ... and the inference component (-c gpu_min_instances=0)
 DEVICE = "LAYA_DEVICE"  # cpu (default) or cuda: where sessions must run; never a silent move to the other
 DEFAULT_TARGETS = {CPU: DEFAULT_CPU_TARGET, CUDA: DEFAULT_CUDA_TARGET}
 # Operations (docs/operations.md): reading gate, local server timeouts, strict mode's confidence.

@@ -48,9 +48,11 @@ def elapsed() -> float:
 class Run:
     """Paths, the child environment, and the summary written after every step."""
 
-    def __init__(self, work: Path, out: Path, dry: bool) -> None:
+    def __init__(self, work: Path, out: Path, dry: bool, budget: float | None = None) -> None:
         self.work, self.out, self.dry, self.code = work, out, dry, work / "code"
         self.build_deadline, self.run_deadline = DEADLINES_S["dry-run" if dry else "device"]
+        if budget:   # what the device call has left: builds get two thirds, benchmarks stop 20 s before the end
+            self.build_deadline, self.run_deadline = budget * 2 / 3, budget - 20
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.summary: dict[str, Any] = {"mode": "dry-run (CPU)" if dry else "device", "started": time.strftime(
@@ -410,6 +412,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--path")
     parser.add_argument("--dry", action="store_true")
+    parser.add_argument("--budget", type=float, help="seconds this run may take in all (default: 540 on the device)")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--no-build", default="", help="kinds whose checkpoint is made but not built (dry runs)")
     args = parser.parse_args()
@@ -425,7 +428,7 @@ def main() -> int:
             build(args.what[1], args.path, args.work, args.dry)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
-    run = Run(args.work.resolve(), args.out.resolve(), args.mode == "dry-run")
+    run = Run(args.work.resolve(), args.out.resolve(), args.mode == "dry-run", args.budget)
     try:
         drive(run, [k for k in args.kinds.split(",") if k], set(args.no_build.split(",")))
     finally:

@@ -1,6 +1,6 @@
 """Here (CPU, PyPI reachable): pack what the GPU check needs into parts a device call can carry (docs/gpu.md).
 
-    python scripts/gpu_payload.py --build build/gpu --checkpoints DIR --base DIR   # the parts, once
+    python scripts/gpu_payload.py --build build/gpu --checkpoints DIR --base DIR [--make]   # the parts, once
     python scripts/gpu_payload.py --build build/gpu --base DIR --code-only         # code.tar.xz, after each edit
 
 A device call carries the repository's working tree plus at most 64 MiB, so the payload is one zstd stream
@@ -65,6 +65,34 @@ def stage_site(dl: Path, site: Path) -> dict[str, str]:
     pruned = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_prune_fatbin.py"), str(cuda), str(cuda),
                              "--keep-sm", "90"], check=True, capture_output=True, text=True).stdout
     return {"cuda_provider_pruned": pruned.strip()}
+
+
+BASE_SLICE = 3   # every third case of the gate corpus: 50 cases, 211 rows (47 min at 1 thread on a shared core)
+
+
+def make_checkpoints(out: Path) -> None:
+    """tiny-modernbert, minilm and demo as the goldens name them (the committed and shipped goldens' hashes)."""
+    from laya_artifacts.checkpoints import make_checkpoint
+    from laya_artifacts.demo import assemble_demo
+
+    for kind in CHECKPOINTS:
+        if not (out / kind / "model.safetensors").is_file():
+            assemble_demo(out / kind) if kind == "demo" else make_checkpoint(kind, out / kind)
+
+
+def make_base(base: Path) -> None:
+    """The ModernBERT-base shape (seed 0) and its goldens for a slice of the corpus, recorded here on PyTorch CPU
+    FP32 at one thread (the whole corpus is too slow on a shared CPU, and goldens are never recorded there)."""
+    from laya_artifacts.checkpoints import make_checkpoint
+    from laya_artifacts.gate_corpus import gate_corpus
+    from laya_artifacts.goldens import record_goldens, write_goldens
+
+    if not (base / "checkpoint" / "model.safetensors").is_file():
+        make_checkpoint("modernbert-base", base / "checkpoint")
+    if not (base / "goldens" / "goldens.json").is_file():
+        cases = gate_corpus()[::BASE_SLICE]
+        write_goldens(record_goldens(base / "checkpoint", "modernbert-base", cases=cases, threads=1,
+                                     progress=print), base / "goldens")
 
 
 def sha256(path: Path) -> str:
@@ -149,7 +177,11 @@ def main() -> int:
                         help="the base shape's checkpoint/ and goldens/ (a slice), made here")
     parser.add_argument("--part-mib", type=int, default=44)
     parser.add_argument("--code-only", action="store_true", help="repack the code alone")
+    parser.add_argument("--make", action="store_true", help="first make what is missing of the checkpoints and base")
     args = parser.parse_args()
+    if args.make:
+        make_checkpoints(args.checkpoints)
+        make_base(args.base)
     record_file = args.build / "payload.json"
     if not args.code_only:
         stage = args.build / "stage"

@@ -6,7 +6,7 @@ A client picks CPU or GPU by base URL: `.../v1/systemone` or `.../gpu/v1/systemo
 hence a container endpoint; its artifacts are the `cuda-*` ones, gated on the GPU model it runs on.
 
 With `-c gpu_min_instances=0` the endpoint can hold no instance at all: the model runs as an inference
-component (one copy per GPU instance) whose copy count tracks invocations down to 0, the endpoint's managed
+component (one copy per GPU instance) whose copy count tracks concurrent requests down to 0, the endpoint's managed
 instance scaling follows the copies down to 0 instances, and an alarm on the component's
 NoCapacityInvocationFailures scales it from 0 back to one copy when a request finds none (docs/gpu.md).
 """
@@ -37,6 +37,9 @@ from .suppressions import ECR_TOKEN, GPU_LOGS, NO_AUTH, NO_COGNITO, RUNTIME, ack
 # -c gpu_min_instances=0: what one copy of the model reserves on its instance (it takes the instance's GPU)
 COPY_MEMORY_MB = 4096
 NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"   # AWS/SageMaker: requests that found no copy
+# Copies track concurrent requests (a high-resolution metric that reads 0 when idle, so scale-in reaches 0 copies;
+# AWS's scale-to-zero pattern). A decision takes milliseconds on the GPU: 4 in flight per copy is a busy copy.
+COPY_CONCURRENCY = 4
 
 
 def gpu_environment(config: DeployConfig, gpu: GpuConfig, store_uri: str) -> dict[str, str]:
@@ -111,7 +114,7 @@ class GpuEndpoint(Construct):
         self._component_scaling(gpu, component)
 
     def _component_scaling(self, gpu: GpuConfig, component: sagemaker.CfnInferenceComponent) -> None:
-        """Copies track invocations between 0 and the maximum; a request that finds no copy starts one."""
+        """Copies track concurrent requests between 0 and the maximum; a request that finds no copy starts one."""
         target = scaling.ScalableTarget(
             self, "Scaling", service_namespace=scaling.ServiceNamespace.SAGEMAKER,
             resource_id=Fn.join("", ["inference-component/", self.component_name]),
@@ -119,8 +122,8 @@ class GpuEndpoint(Construct):
             min_capacity=0, max_capacity=gpu.max_instances, role=self._scaling_role())
         target.node.add_dependency(component)
         target.scale_to_track_metric(
-            "Invocations", target_value=gpu.invocations_per_instance,
-            predefined_metric=scaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_INVOCATIONS_PER_COPY,
+            "Concurrency", target_value=COPY_CONCURRENCY,
+            predefined_metric=scaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION,
             scale_in_cooldown=Duration.minutes(10),
             scale_out_cooldown=Duration.minutes(3))
         from_zero = scaling.StepScalingAction(

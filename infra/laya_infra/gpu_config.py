@@ -58,6 +58,9 @@ class GpuConfig:
                                   % (", ".join(c.GPU_TARGETS), raw["gpu_target"], _flag("gpu_target", "cuda-fp16")))
             values["target"] = str(raw["gpu_target"])
         config = cls(**values)
+        if config.scales_to_zero and raw["gpu_invocations_per_instance"] is not None:
+            raise ConfigError("context 'gpu_invocations_per_instance' does not apply with gpu_min_instances=0: the "
+                              "model's copies track concurrent requests (use -c gpu_min_instances=1 with it)")
         if config.max_instances < config.min_instances:
             raise ConfigError("context 'gpu_max_instances' (%d) is below 'gpu_min_instances' (%d) (use %s)"
                               % (config.max_instances, config.min_instances,

@@ -110,6 +110,8 @@ def test_cdk_nag_passes_with_gpu_and_auth_off(synth: Any) -> None:
     ({"gpu": "true", "gpu_min_instances": "-1"}, r"'gpu_min_instances' must be between 0 and 20, got -1"),
     ({"gpu": "true", "gpu_min_instances": "0", "gpu_max_instances": "0"},
      r"'gpu_max_instances' must be between 1 and 20, got 0"),   # scale to zero still needs a copy to scale to
+    ({"gpu": "true", "gpu_min_instances": "0", "gpu_invocations_per_instance": "600"},
+     r"'gpu_invocations_per_instance' does not apply with gpu_min_instances=0.*\(use -c gpu_min_instances=1 with it\)"),
     ({"gpu": "true", "gpu_min_instances": "3", "gpu_max_instances": "2"},
      r"'gpu_max_instances' \(2\) is below 'gpu_min_instances' \(3\) \(use -c gpu_max_instances=3\)"),
     ({"gpu": "true", "gpu_target": "cpu-int8"}, r"'gpu_target' must be one of cuda-fp16, cuda-fp32"),
@@ -156,7 +158,7 @@ def test_scale_to_zero_hosts_the_model_as_an_inference_component_whose_copies_go
         raw, "AWS::ApplicationAutoScaling::ScalingPolicy").values())}
     tracking = policies["TargetTrackingScaling"]["TargetTrackingScalingPolicyConfiguration"]
     assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
-        "SageMakerInferenceComponentInvocationsPerCopy")
+        "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution")   # reads 0 when idle: scales in to 0
     [step] = policies["StepScaling"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
     assert step["ScalingAdjustment"] == 1 and step["MetricIntervalLowerBound"] == 0
     step_id = [k for k, r in resources(raw, "AWS::ApplicationAutoScaling::ScalingPolicy").items()

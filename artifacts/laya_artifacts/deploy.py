@@ -34,7 +34,13 @@ from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FA
 from laya_serverless.errors import DeployFailed, GateFailed
 from laya_serverless.settings import DEPLOYED, Settings
 
-from .bucket import default_bucket_name, ensure_bucket
+from .bucket import (
+    DEFAULT_JOBS_RETENTION_DAYS,
+    MULTIPART_ABORT_DAYS,
+    default_bucket_name,
+    ensure_bucket,
+    ensure_lifecycle,
+)
 from .demo import DEMO_NAME
 from .smoke import Http, smoke_test, urllib_client
 
@@ -201,6 +207,14 @@ def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progre
     name = context.get("artifact_bucket") or default_bucket_name(sts, region)
     created = ensure_bucket(s3, name, region)
     progress("%s s3://%s (%s)" % ("created" if created else "using", name, region))
+    # The stack takes this bucket as an existing one and cannot manage its rules: job data expires from here.
+    days_text = str(context.get("jobs_retention_days") or DEFAULT_JOBS_RETENTION_DAYS)
+    if not days_text.isdigit() or not 1 <= int(days_text) <= 3650:
+        raise DeployFailed("-c jobs_retention_days must be days between 1 and 3650, got %r" % days_text)
+    prefix = context.get("artifact_prefix", DEFAULT_ARTIFACT_PREFIX).strip("/")
+    if ensure_lifecycle(s3, name, prefix, int(days_text)):
+        progress("    lifecycle: %s/jobs/ expires after %s days, unfinished uploads after %d"
+                 % (prefix, days_text, MULTIPART_ABORT_DAYS))
     return name
 
 

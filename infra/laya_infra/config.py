@@ -20,7 +20,7 @@ KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "arti
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb")
+        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb", "jobs_retention_days")
 
 
 class ConfigError(ValueError):
@@ -89,6 +89,7 @@ class DeployConfig:
     token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
     deploy_gate: bool = True                       # re-gate int8 artifacts on the function's own CPU at deploy
     deploy_gate_strict: bool = False               # a failing deploy gate rolls the deployment back
+    jobs_retention_days: int = c.DEFAULT_JOBS_RETENTION_DAYS  # jobs/ objects expire after (the stack's own bucket)
 
     @property
     def function_asset(self) -> Path:
@@ -263,4 +264,7 @@ def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
         values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
     if raw["token_rate"] is not None:
         values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "500")
+    if raw["jobs_retention_days"] is not None:
+        values["jobs_retention_days"] = _int(raw["jobs_retention_days"], "jobs_retention_days", 1,
+                                             c.MAX_JOBS_RETENTION_DAYS, "30")
     return values

@@ -73,6 +73,7 @@ class Request:
     context: Mapping[str, str] = field(default_factory=dict)
     cdk_args: tuple[str, ...] = ()
     cache: Path = Path(".cache")
+    revision: str | None = None  # the one Hugging Face checkpoint's revision; None: main, resolved to its commit
 
 
 @dataclass(frozen=True)
@@ -317,10 +318,13 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
     """Run the six steps in order; the first failure raises `DeployFailed` naming its step."""
     from .sources import resolve_source
 
-    resolve = seams.resolve or (lambda source: resolve_source(source, None, request.cache, progress))
+    resolve = seams.resolve or (lambda source: resolve_source(source, request.revision, request.cache, progress))
     build = seams.build or pipeline_builder(request.cache, progress)
 
     def first() -> tuple[list[Built], dict[str, str]]:
+        if request.revision is not None and len(request.checkpoints or ()) != 1:
+            raise DeployFailed("--revision pins one Hugging Face checkpoint: name exactly one --checkpoint (or build "
+                               "each with `laya-artifacts build ID --revision REV` and deploy them with --artifact)")
         built = build_step(request, resolve, build, progress)
         return built, plan_context(request.context, built, progress)
 

@@ -320,7 +320,8 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
     ({"graph_mb": "626", "memory": "1024"}, "a 626 MiB graph needs 1664 MB at INIT (the graph in memory"),
     ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1664"),
     ({"graph_mb": "big"}, "-c graph_mb=626"),
-    ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be between 1 and 3650, got 0 (use -c jobs_retention_days=30)"),
+    ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be between 1 and 3650, got 0 "
+                                   "(use -c jobs_retention_days=30)"),
     ({"jobs_retention_days": "a month"}, "-c jobs_retention_days=30"),
 ])
 def test_bad_context_fails_early_naming_the_flag(context, message, asset_dir):

@@ -310,7 +310,7 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
 @pytest.mark.parametrize("context, message", [
     ({"arch": "sparc"}, "-c arch=arm64"),
     ({"memory": "lots"}, "-c memory=3008"),
-    ({"memory": "128"}, "between 512 and 10240"),
+    ({"memory": "128"}, "must be an integer 512-10240"),
     ({"timeout": "60"}, "-c timeout=29"),
     ({"prefix": "/has space"}, "-c prefix=/laya"),
     ({"stage": "a/b"}, "-c stage=prod"),
@@ -320,7 +320,7 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
     ({"graph_mb": "626", "memory": "1024"}, "a 626 MiB graph needs 1664 MB at INIT (the graph in memory"),
     ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1664"),
     ({"graph_mb": "big"}, "-c graph_mb=626"),
-    ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be between 1 and 3650, got 0 "
+    ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be an integer 1-3650, got '0' "
                                    "(use -c jobs_retention_days=30)"),
     ({"jobs_retention_days": "a month"}, "-c jobs_retention_days=30"),
 ])

@@ -109,7 +109,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("settings", ("laya_serverless.settings",)),
     ("core", ("laya_serverless.core",)),
     ("artifact", ("laya_serverless.artifact",)),
-    ("base", ("laya_serverless.errors", "laya_serverless.observe")),
+    ("base", ("laya_serverless.errors", "laya_serverless.observe", "laya_serverless.configuration")),
 ]
 
 

@@ -110,7 +110,7 @@ class Settings:
                                  "Strict mode's `confidence`: Laya's entropy concentration or Jev's formula",
                                  context="jev_confidence", example="jev")
     auto_task: bool = _field(AUTO_TASK, Boolean(), False, "Route by detected task when no model is named")
-    default_model: str | None = _field(
+    default_model: str = _field(
         DEFAULT_MODEL, Text("a deployed name", str.lower), None,
         "The checkpoint a request without `model` gets; must be deployed",
         shown_default="multilingual if deployed, else the first deployed name")
@@ -177,7 +177,7 @@ class Settings:
                                   "Row tokens a second one worker is assumed to process", tolerant=True)
 
     def __post_init__(self) -> None:
-        if self.default_model is None:   # the deployment's own default, as `from_environ({})` resolves it
+        if not self.default_model:   # the deployment's own default, as `from_environ({})` resolves it
             chosen = "multilingual" if "multilingual" in self.deployed else next(iter(self.deployed))
             object.__setattr__(self, "default_model", chosen)
 

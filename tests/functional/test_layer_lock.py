@@ -16,8 +16,8 @@ from types import ModuleType
 import pytest
 
 from laya_artifacts.build import write_manifest
-from laya_artifacts.parity import GateReport
 from laya_artifacts.runtime_lock import LOCK_FILE, LockError, check_lock, lock_sha256, runtime_pins
+from laya_serverless.gate.replay import GateReport
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = "sha256:" + "ab" * 32

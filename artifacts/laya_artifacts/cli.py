@@ -226,8 +226,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="export, quantize, gate and describe one artifact")
     build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
-    build.add_argument("--revision", help="Hugging Face branch, tag or commit (default main); the manifest records "
-                                          "the commit it resolves to")
+    build.add_argument("--revision", help="Hugging Face branch, tag or commit (default main), recorded as its commit")
     build.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
     build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")

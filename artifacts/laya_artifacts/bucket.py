@@ -18,6 +18,7 @@ _ALL_BLOCKED = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicP
 _MISSING = ("404", "NoSuchBucket", "NotFound")
 # The stack's retention (infra/laya_infra/constants.py; a test ties them): job data expires, artifacts never do.
 DEFAULT_JOBS_RETENTION_DAYS = 30
+MAX_JOBS_RETENTION_DAYS = 3650
 JOBS_NONCURRENT_DAYS = 1
 MULTIPART_ABORT_DAYS = 7
 JOBS_PREFIX = "jobs/"  # laya_serverless.jobs.layout.JOBS_PREFIX
@@ -81,9 +82,10 @@ def ensure_lifecycle(s3: Any, name: str, artifact_prefix: str, retention_days: i
             raise
         present = []
     ours = lifecycle_rules(artifact_prefix, retention_days)
-    kept = [rule for rule in present if rule.get("ID") not in {r["ID"] for r in ours}]
-    if [r for r in present if r.get("ID") in {o["ID"] for o in ours}] == ours:
+    ids = {rule["ID"] for rule in ours}
+    if [rule for rule in present if rule.get("ID") in ids] == ours:
         return False
+    kept = [rule for rule in present if rule.get("ID") not in ids]
     s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": kept + ours})
     return True
 

@@ -36,6 +36,7 @@ from laya_serverless.settings import DEPLOYED, Settings
 
 from .bucket import (
     DEFAULT_JOBS_RETENTION_DAYS,
+    MAX_JOBS_RETENTION_DAYS,
     MULTIPART_ABORT_DAYS,
     default_bucket_name,
     ensure_bucket,
@@ -210,8 +211,9 @@ def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progre
     progress("%s s3://%s (%s)" % ("created" if created else "using", name, region))
     # The stack takes this bucket as an existing one and cannot manage its rules: job data expires from here.
     days_text = str(context.get("jobs_retention_days") or DEFAULT_JOBS_RETENTION_DAYS)
-    if not days_text.isdigit() or not 1 <= int(days_text) <= 3650:
-        raise DeployFailed("-c jobs_retention_days must be days between 1 and 3650, got %r" % days_text)
+    if not days_text.isdigit() or not 1 <= int(days_text) <= MAX_JOBS_RETENTION_DAYS:
+        raise DeployFailed("-c jobs_retention_days must be days between 1 and %d, got %r"
+                           % (MAX_JOBS_RETENTION_DAYS, days_text))
     prefix = context.get("artifact_prefix", DEFAULT_ARTIFACT_PREFIX).strip("/")
     if ensure_lifecycle(s3, name, prefix, int(days_text)):
         progress("    lifecycle: %s/jobs/ expires after %s days, unfinished uploads after %d"

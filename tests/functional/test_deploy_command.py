@@ -468,7 +468,8 @@ def test_the_names_are_the_cdk_apps() -> None:
     from laya_artifacts import bucket
     from laya_serverless.jobs.layout import JOBS_PREFIX
 
-    assert (bucket.DEFAULT_JOBS_RETENTION_DAYS, bucket.JOBS_NONCURRENT_DAYS, bucket.MULTIPART_ABORT_DAYS) == (
-        constants.DEFAULT_JOBS_RETENTION_DAYS, constants.JOBS_NONCURRENT_DAYS, constants.MULTIPART_ABORT_DAYS)
+    assert (bucket.DEFAULT_JOBS_RETENTION_DAYS, bucket.MAX_JOBS_RETENTION_DAYS, bucket.JOBS_NONCURRENT_DAYS,
+            bucket.MULTIPART_ABORT_DAYS) == (constants.DEFAULT_JOBS_RETENTION_DAYS, constants.MAX_JOBS_RETENTION_DAYS,
+                                             constants.JOBS_NONCURRENT_DAYS, constants.MULTIPART_ABORT_DAYS)
     assert bucket.JOBS_PREFIX == JOBS_PREFIX
     assert command.INFRA_DIR == constants.REPO_ROOT / "infra"

@@ -31,7 +31,7 @@ from .test_api_permissions import _relabelled
 
 pytestmark = pytest.mark.slow
 EVENTS = Path(__file__).resolve().parents[1] / "events"
-API_HANDLER = "laya_serverless.handler.handler"
+API_HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 SECRET_NAME, KEY, ROTATED = "laya-api-key", "local-test-key", "rotated-after-the-snapshot"
 _why_not = lr.can_sandbox()
 WHY_NOT = "the Lambda runtime tier cannot run here: %s" % _why_not if _why_not else None

@@ -21,7 +21,7 @@ DEFAULT_JOBS_RETENTION_DAYS = 30
 MAX_JOBS_RETENTION_DAYS = 3650
 JOBS_NONCURRENT_DAYS = 1
 MULTIPART_ABORT_DAYS = 7
-JOBS_PREFIX = "jobs/"  # laya_serverless.jobs.layout.JOBS_PREFIX
+JOBS_PREFIX = "jobs/"  # laya_serverless.jobs.store_keys.JOBS_PREFIX
 _NOT_YOURS = ("403", "AccessDenied", "Forbidden")
 
 

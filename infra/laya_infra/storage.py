@@ -8,7 +8,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from laya_serverless.jobs.layout import JOBS_PREFIX
+from laya_serverless.jobs.store_keys import JOBS_PREFIX
 
 from . import constants as c
 from .config import DeployConfig

@@ -466,7 +466,7 @@ def test_the_names_are_the_cdk_apps() -> None:
     assert command.STACK_NAME == constants.STACK_NAME
     assert command.DEFAULT_ARTIFACT_PREFIX == constants.DEFAULT_ARTIFACT_PREFIX
     from laya_artifacts import bucket
-    from laya_serverless.jobs.layout import JOBS_PREFIX
+    from laya_serverless.jobs.store_keys import JOBS_PREFIX
 
     assert (bucket.DEFAULT_JOBS_RETENTION_DAYS, bucket.MAX_JOBS_RETENTION_DAYS, bucket.JOBS_NONCURRENT_DAYS,
             bucket.MULTIPART_ABORT_DAYS) == (constants.DEFAULT_JOBS_RETENTION_DAYS, constants.MAX_JOBS_RETENTION_DAYS,

@@ -205,7 +205,7 @@ def measure(artifact: Path, requests: Sequence[Request], memory: Sequence[int], 
                     got.cold_ms.append((by_kind["first"]["t"] - spawned) * 1000)
                     got.load_ms.append((by_kind["loaded"]["t"] - spawned) * 1000)
                     timed = [e for e in events if e["event"] == "request"]
-                    got.warm_ms.extend(e["ms"] for e in timed)
+                    got.warm_ms.extend(round(e["ms"], 3) for e in timed)   # priced as written in the JSON
                     got.warm_decisions.extend(decisions[e["index"]] for e in timed)
                     got.cpu_s += by_kind["done"]["cpu_s"]
                     _, restored = _spawn({**spec, "kind": "restore"}, quotas[mb], env)
@@ -252,7 +252,7 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
                          "cpu_ms_per_decision": round(got.cpu_s * 1000 / max(1, sum(got.warm_decisions)), 3),
                          "decisions_per_request": round(sum(got.warm_decisions) / len(got.warm_decisions), 3),
                          "peak_rss_mb": round(got.peak_rss_mb, 1), "cost": costs,
-                         "samples": {"warm_ms": [round(ms, 3) for ms in got.warm_ms],
+                         "samples": {"warm_ms": list(got.warm_ms),
                                      "warm_decisions": list(got.warm_decisions),
                                      "cold_ms": [round(ms, 1) for ms in got.cold_ms],
                                      "restore_ms": [round(ms, 2) for ms in got.restore_ms]}})

@@ -20,7 +20,7 @@ KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "arti
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb")
+        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb", "compute", "instance_types", "mi_concurrency")
 
 
 class ConfigError(ValueError):
@@ -89,6 +89,9 @@ class DeployConfig:
     token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
     deploy_gate: bool = True                       # re-gate int8 artifacts on the function's own CPU at deploy
     deploy_gate_strict: bool = False               # a failing deploy gate rolls the deployment back
+    compute: str = c.COMPUTE_LAMBDA                # or managed-instances: EC2 families pinned by a capacity provider
+    instance_types: tuple[str, ...] = ()           # managed-instances: the allowed types (each family's int8 class)
+    mi_concurrency: int = 1                        # managed-instances: processes (model copies) per environment
 
     @property
     def function_asset(self) -> Path:
@@ -100,7 +103,10 @@ class DeployConfig:
 
     @property
     def threads(self) -> int:
-        """Intra-op threads sized to the vCPUs this memory setting buys (at least one)."""
+        """Intra-op threads sized to the vCPUs this memory setting buys (at least one); on managed instances,
+        the environment's vCPUs shared between its processes."""
+        if self.compute == c.COMPUTE_MANAGED:
+            return max(1, int(managed_vcpus(self.memory_mb)) // self.mi_concurrency)
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
 
     @property
@@ -188,6 +194,7 @@ class DeployConfig:
         values.update(_warm_start(raw))
         values.update(_jobs_values(raw))
         values.update(_sized_for_graphs(raw, values))
+        values.update(_managed_instances(raw, values))
         for key in ("deploy_gate", "deploy_gate_strict"):
             if raw[key] is not None:
                 values[key] = _bool(raw[key], key)
@@ -264,3 +271,59 @@ def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
     if raw["token_rate"] is not None:
         values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "500")
     return values
+
+
+def managed_vcpus(memory_mb: int) -> float:
+    """The vCPUs of a managed-instances execution environment of `memory_mb`."""
+    return memory_mb / 1024 / c.MI_MEMORY_GIB_PER_VCPU
+
+
+def _managed_instances(raw: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`-c compute=managed-instances`: instance types pinned to families whose int8 class the gate covers, and
+    as many processes per environment as copies of the model fit in its memory (Python runs one per request)."""
+    compute = _choice(raw["compute"], "compute", c.COMPUTES) if raw["compute"] is not None else c.COMPUTE_LAMBDA
+    if compute != c.COMPUTE_MANAGED:
+        for key in ("instance_types", "mi_concurrency"):
+            if raw[key] is not None:
+                raise ConfigError("context %r applies to managed instances only (use %s)"
+                                  % (key, _flag("compute", c.COMPUTE_MANAGED)))
+        return {}
+    if values.get("snapstart") or values.get("provisioned_concurrency"):
+        raise ConfigError("managed instances start their environments ahead of traffic and run neither SnapStart nor "
+                          "provisioned concurrency (use %s, or drop -c provisioned_concurrency)"
+                          % _flag("snapstart", "false"))
+    arch = values.get("arch", c.DEFAULT_ARCH)
+    target = values.get("target", c.DEFAULT_TARGET)
+    types = tuple(t.strip() for t in str(raw["instance_types"] or "").split(",") if t.strip()) \
+        or c.DEFAULT_INSTANCE_TYPES[arch]
+    example = ",".join(c.DEFAULT_INSTANCE_TYPES[arch])
+    for name in types:
+        family = name.partition(".")[0]
+        kernels = c.INSTANCE_INT8_CLASSES.get(family)
+        if not re.match(r"^[a-z0-9-]+\.[a-z0-9]+$", name) or kernels is None:
+            raise ConfigError("context 'instance_types': %r is not a type of a known C/M/R family (%s) (use %s)"
+                              % (name, ", ".join(sorted(c.INSTANCE_INT8_CLASSES)), _flag("instance_types", example)))
+        if (kernels in c.ARM_INT8_CLASSES) != (arch == "arm64"):
+            raise ConfigError("context 'instance_types': %s is not an %s type (use %s, or -c arch=%s)"
+                              % (name, arch, _flag("instance_types", example), "x86_64" if arch == "arm64" else "arm64"))
+        if "int8" in target and kernels not in c.GATE_COVERED_INT8_CLASSES:
+            covered = sorted(f for f, k in c.INSTANCE_INT8_CLASSES.items() if k in c.GATE_COVERED_INT8_CLASSES)
+            raise ConfigError("context 'instance_types': %s runs int8 on the %s class, which the gate does not cover "
+                              "(covered: %s; families %s) (use %s, or -c target=cpu-fp32)"
+                              % (name, kernels, ", ".join(c.GATE_COVERED_INT8_CLASSES), ", ".join(covered),
+                                 _flag("instance_types", ",".join(c.DEFAULT_INSTANCE_TYPES["x86_64"]))))
+    memory_mb = values.get("memory_mb", c.DEFAULT_MEMORY_MB)
+    graph_mb = _int(raw["graph_mb"], "graph_mb", 1, 4096, "626") if raw["graph_mb"] is not None else c.DEMO_GRAPH_MB
+    per_copy = memory_for_graph(graph_mb)
+    fit = min(c.MI_MAX_CONCURRENCY, memory_mb // per_copy)
+    if fit < 1:
+        raise ConfigError("context 'memory' is %d MB, less than one copy of a %d MiB graph needs (%d MB) (use %s)"
+                          % (memory_mb, graph_mb, per_copy, _flag("memory", str(-(-per_copy // 1024) * 1024))))
+    concurrency = fit
+    if raw["mi_concurrency"] is not None:
+        concurrency = _int(raw["mi_concurrency"], "mi_concurrency", 1, c.MI_MAX_CONCURRENCY, str(fit))
+        if concurrency > fit:
+            raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of a %d MiB graph (%d MB each at INIT) "
+                              "fit in %d MB (use %s, or a larger -c memory)"
+                              % (concurrency, fit, graph_mb, per_copy, memory_mb, _flag("mi_concurrency", str(fit))))
+    return {"compute": compute, "instance_types": types, "mi_concurrency": concurrency, "snapstart": False}

@@ -8,6 +8,11 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tune_prices import Prices
+    from .tune_workload import Request
 
 
 def _progress(message: str) -> None:
@@ -220,7 +225,7 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune_aws(args: argparse.Namespace, memory: list[int], prices: object, requests: list[object]) -> int:
+def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, requests: list[Request]) -> int:
     import os
 
     import boto3
@@ -234,7 +239,7 @@ def _tune_aws(args: argparse.Namespace, memory: list[int], prices: object, reque
         return _fail("--bearer-env %s: that variable is not set" % args.bearer_env)
     region = args.aws.split(":")[3] if args.aws.count(":") >= 6 else None
     try:
-        result = tune_aws(args.aws, args.state_machine, requests, memory, prices,  # type: ignore[arg-type]
+        result = tune_aws(args.aws, args.state_machine, requests, memory, prices,
                           sfn=boto3.client("stepfunctions", region_name=args.state_machine.split(":")[3]),
                           lambda_client=boto3.client("lambda", region_name=region), num=args.num,
                           parallel=args.parallel, prefix=args.prefix, stage=args.stage, bearer=bearer,

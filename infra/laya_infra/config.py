@@ -304,8 +304,9 @@ def _managed_instances(raw: dict[str, Any], values: dict[str, Any]) -> dict[str,
             raise ConfigError("context 'instance_types': %r is not a type of a known C/M/R family (%s) (use %s)"
                               % (name, ", ".join(sorted(c.INSTANCE_INT8_CLASSES)), _flag("instance_types", example)))
         if (kernels in c.ARM_INT8_CLASSES) != (arch == "arm64"):
+            other = "x86_64" if arch == "arm64" else "arm64"
             raise ConfigError("context 'instance_types': %s is not an %s type (use %s, or -c arch=%s)"
-                              % (name, arch, _flag("instance_types", example), "x86_64" if arch == "arm64" else "arm64"))
+                              % (name, arch, _flag("instance_types", example), other))
         if "int8" in target and kernels not in c.GATE_COVERED_INT8_CLASSES:
             covered = sorted(f for f, k in c.INSTANCE_INT8_CLASSES.items() if k in c.GATE_COVERED_INT8_CLASSES)
             raise ConfigError("context 'instance_types': %s runs int8 on the %s class, which the gate does not cover "
@@ -323,7 +324,7 @@ def _managed_instances(raw: dict[str, Any], values: dict[str, Any]) -> dict[str,
     if raw["mi_concurrency"] is not None:
         concurrency = _int(raw["mi_concurrency"], "mi_concurrency", 1, c.MI_MAX_CONCURRENCY, str(fit))
         if concurrency > fit:
-            raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of a %d MiB graph (%d MB each at INIT) "
-                              "fit in %d MB (use %s, or a larger -c memory)"
+            raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of a %d MiB graph (%d MB each at "
+                              "INIT) fit in %d MB (use %s, or a larger -c memory)"
                               % (concurrency, fit, graph_mb, per_copy, memory_mb, _flag("mi_concurrency", str(fit))))
     return {"compute": compute, "instance_types": types, "mi_concurrency": concurrency, "snapstart": False}

@@ -128,7 +128,7 @@ ARM_INT8_CLASSES = ("arm64-i8mm", "arm64-dotprod")
 # proven under emulation; the recipe computes the same integers on every x86 class. No Arm class is gated here.
 GATE_COVERED_INT8_CLASSES = ("amx-int8", "avx512-vnni", "avx2")
 DEFAULT_INSTANCE_TYPES = {"x86_64": ("c7i.xlarge", "m7i.xlarge"), "arm64": ("c7g.xlarge", "m7g.xlarge")}
-DEMO_GRAPH_MB = 106                   # the demo's cpu-fp32 graph (docs/benchmarks.md): the copy size without -c graph_mb
+DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): a copy's size without graph_mb
 MI_MEMORY_GIB_PER_VCPU = 2.0          # the execution environment's memory per vCPU (Lambda's default and minimum)
 MI_MAX_CONCURRENCY = 64               # processes per execution environment we allow (Python: one per request)
 MI_MAX_VCPUS = 32                     # the capacity provider's ceiling; Lambda's own default is 400

@@ -8,8 +8,8 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
-from .api import DecisionApi
 from . import constants as c
+from .api import DecisionApi
 from .config import DeployConfig
 from .deploy_gate import DeployGate, is_int8_target
 from .functions import ApiFunction

@@ -39,7 +39,7 @@ def test_the_api_function_runs_on_a_provider_pinned_to_covered_families(synth):
     assert len(provider["VpcConfig"]["SubnetIds"]) >= 2          # private subnets in more than one zone
     function = _api_function(raw)
     config = function["CapacityProviderConfig"]["LambdaManagedInstancesCapacityProviderConfig"]
-    # 2048 MB, a copy of the demo's graph needs 2 x 106 + 400 -> 640 MB at INIT: three processes fit
+    # 2048 MB, a copy of the demo's graph needs 2 x 101 + 400 -> 640 MB at INIT: three processes fit
     assert (config["PerExecutionEnvironmentMaxConcurrency"], config["ExecutionEnvironmentMemoryGiBPerVCpu"]) == (3, 2)
     assert function["Environment"]["Variables"]["LAYA_THREADS"] == "1"   # one vCPU shared by three processes
     assert "SnapStart" not in function                                   # managed instances run no SnapStart
@@ -78,7 +78,7 @@ def test_cdk_nag_passes_on_the_managed_instances_stack(synth):
      "c7g.xlarge runs int8 on the arm64-i8mm class, which the gate does not cover"),
     ({**MANAGED, "snapstart": "true"}, "run neither SnapStart nor provisioned concurrency (use -c snapstart=false"),
     ({**MANAGED, "snapstart": "false", "provisioned_concurrency": "2"}, "neither SnapStart nor provisioned"),
-    ({**MANAGED, "mi_concurrency": "4"}, "only 3 copies of a 106 MiB graph (640 MB each at INIT) fit in 2048 MB "
+    ({**MANAGED, "mi_concurrency": "4"}, "only 3 copies of a 101 MiB graph (640 MB each at INIT) fit in 2048 MB "
                                          "(use -c mi_concurrency=3"),
     ({**MANAGED, "graph_mb": "626", "memory": "1664", "mi_concurrency": "2"}, "-c mi_concurrency=1"),
 ])

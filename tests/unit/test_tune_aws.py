@@ -34,7 +34,7 @@ def _clients() -> tuple[Any, Any]:
 
 
 def _stub(sfn: Any, lam: Any, document: dict[str, Any], final: dict[str, Any]) -> tuple[Stubber, Stubber]:
-    now = datetime.datetime(2026, 12, 4, tzinfo=datetime.timezone.utc)
+    now = datetime.datetime(2026, 12, 4, tzinfo=datetime.UTC)
     sfn_stub, lam_stub = Stubber(sfn), Stubber(lam)
     lam_stub.add_response("get_function_configuration", {"Architectures": ["arm64"]}, {"FunctionName": FUNCTION})
     sfn_stub.add_response("start_execution", {"executionArn": EXECUTION, "startDate": now},
@@ -61,7 +61,7 @@ def test_the_workload_goes_in_as_weighted_rest_events_and_comes_out_per_million_
 
     sfn, lam = _clients()
     sfn_stub, lam_stub = _stub(sfn, lam, document, {"status": "SUCCEEDED", "stopDate": datetime.datetime(
-        2026, 12, 4, 0, 5, tzinfo=datetime.timezone.utc), "output": json.dumps(OUTPUT)})
+        2026, 12, 4, 0, 5, tzinfo=datetime.UTC), "output": json.dumps(OUTPUT)})
     waits: list[float] = []
     result = tune_aws(FUNCTION, MACHINE, requests, [1024, 2048, 3008], prices, sfn=sfn, lambda_client=lam, num=16,
                       prefix="/laya", sleep=waits.append, poll_s=1.0)

@@ -88,7 +88,8 @@ def test_a_batch_line_carries_questions_times_states_decisions(tmp_path: Path) -
     assert (request.name, request.decisions, request.path, request.controls()) == (
         "b", 6, "v1/systemone/batch", {"batch_size": 2})
     event = rest_event(request, prefix="/laya", bearer="k")
-    assert (event["path"], event["requestContext"]["path"]) == ("/laya/v1/systemone/batch", "/prod/laya/v1/systemone/batch")
+    assert (event["path"], event["requestContext"]["path"]) == (
+        "/laya/v1/systemone/batch", "/prod/laya/v1/systemone/batch")
     assert event["headers"]["Authorization"] == "Bearer k"
     assert json.loads(event["body"]) == request.body
 

@@ -7,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts.tune_quota import (PERIOD_US, UNCONSTRAINED, V1_SHARES, V2_WEIGHT, cgroup_version, close_quota,
-                                       open_quota, quota_us, vcpus_for)
+from laya_artifacts.tune_quota import (
+    PERIOD_US,
+    UNCONSTRAINED,
+    V1_SHARES,
+    V2_WEIGHT,
+    cgroup_version,
+    close_quota,
+    open_quota,
+    quota_us,
+    vcpus_for,
+)
 
 
 def _v1_tree(root: Path) -> Path:

@@ -213,9 +213,13 @@ def _tune(args: argparse.Namespace) -> int:
     from .tune import tune
     from .tune_report import plot, table
 
-    result = tune(Path(args.artifact), requests, memory=memory, arches=arches, configs=configs, prices=prices,
-                  slo_p99_ms=args.slo_p99_ms, rounds=args.rounds, warm_requests=args.requests,
-                  quota=not args.no_quota, workload_name=args.workload or "built-in", progress=_progress)
+    try:
+        result = tune(Path(args.artifact), requests, memory=memory, arches=arches, configs=configs, prices=prices,
+                      slo_p99_ms=args.slo_p99_ms, rounds=args.rounds, warm_requests=args.requests,
+                      quota=not args.no_quota, workload_name=args.workload or "built-in", progress=_progress,
+                      command=" ".join(["laya-artifacts", *args.argv]))
+    except TuneError as exc:   # a measuring process failed or hung: its own error says why
+        return _fail(str(exc))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
@@ -399,6 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from laya_serverless.errors import ArtifactError
 
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # `tune` records the command it ran
     try:
         return int(args.run(args))
     except (ArtifactError, FileNotFoundError) as exc:

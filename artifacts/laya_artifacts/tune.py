@@ -155,8 +155,12 @@ def _spawn(spec: dict[str, Any], quota: Quota, env: dict[str, str]) -> tuple[flo
     """Run one worker inside `quota`; (its spawn time, its events)."""
     preexec = quota.enter if quota.enforced else None
     spawned = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "laya_artifacts.tune_worker", json.dumps(spec)],
-                          capture_output=True, text=True, env=env, preexec_fn=preexec, timeout=PROCESS_TIMEOUT_S)
+    try:
+        done = subprocess.run([sys.executable, "-m", "laya_artifacts.tune_worker", json.dumps(spec)],
+                              capture_output=True, text=True, env=env, preexec_fn=preexec, timeout=PROCESS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise TuneError("a measuring process ran past %d s (%s, %d MB)" % (PROCESS_TIMEOUT_S, spec["kind"],
+                                                                           quota.memory_mb)) from None
     if done.returncode != 0:
         raise TuneError("the measuring process failed (exit %d): %s" % (done.returncode, done.stderr.strip()[-2000:]))
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -306,7 +310,7 @@ def tune(artifact: Path, requests: Sequence[Request], *, memory: Sequence[int] =
          arches: Sequence[str] = ARCHES, configs: Sequence[Config] | None = None, prices: Prices | None = None,
          slo_p99_ms: float | None = None, rounds: int = DEFAULT_ROUNDS, warm_requests: int = DEFAULT_REQUESTS,
          quota: bool = True, workload_name: str = "built-in", cgroup_root: Path = CGROUP_ROOT,
-         progress: Progress = lambda _m: None) -> dict[str, Any]:
+         progress: Progress = lambda _m: None, command: str = "") -> dict[str, Any]:
     """Measure and price `artifact`; the JSON document `--json` writes."""
     if rounds < 1 or warm_requests < 1:
         raise TuneError("--rounds and --requests must be at least 1")
@@ -325,7 +329,7 @@ def tune(artifact: Path, requests: Sequence[Request], *, memory: Sequence[int] =
     modes = sorted({q.mode for q in quotas.values()})
     return {
         "schema": SCHEMA, "date": time.strftime("%Y-%m-%d", time.gmtime()), "artifact": described,
-        "machine": machine(), "command": " ".join(["laya-artifacts", *sys.argv[1:]]) if sys.argv else "",
+        "machine": machine(), "command": command,
         "quota": {"mode": modes[0] if len(modes) == 1 else modes, "period_us": 100_000, "mb_per_vcpu": 1769,
                   "note": "unconstrained: timings are this machine's, not the size's CPU share"
                   if UNCONSTRAINED in modes else "CFS quota per size, high weight, all cores visible"},

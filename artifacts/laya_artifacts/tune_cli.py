@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,11 +64,13 @@ def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, reque
     bearer = os.environ.get(args.bearer_env) if args.bearer_env else None
     if args.bearer_env and not bearer:
         return args.fail("--bearer-env %s: that variable is not set" % args.bearer_env)
-    region = args.aws.split(":")[3] if args.aws.count(":") >= 6 else None
+    for flag, arn, kind in (("--aws", args.aws, "lambda"), ("--state-machine", args.state_machine, "states")):
+        if not re.fullmatch(r"arn:aws[a-z-]*:%s:[a-z0-9-]+:\d{12}:.+" % kind, arn):
+            return args.fail("%s takes a %s ARN (arn:aws:%s:REGION:ACCOUNT:...), got %r" % (flag, kind, kind, arn))
     try:
         result = tune_aws(args.aws, args.state_machine, requests, memory, prices,
                           sfn=boto3.client("stepfunctions", region_name=args.state_machine.split(":")[3]),
-                          lambda_client=boto3.client("lambda", region_name=region), num=args.num,
+                          lambda_client=boto3.client("lambda", region_name=args.aws.split(":")[3]), num=args.num,
                           parallel=args.parallel, prefix=args.prefix, stage=args.stage, bearer=bearer,
                           slo_mean_ms=args.slo_p99_ms, progress=args.progress)
     except PowerTuningError as exc:

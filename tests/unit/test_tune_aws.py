@@ -120,3 +120,13 @@ def test_num_below_power_tunings_minimum_or_the_payload_count_is_refused() -> No
 def test_the_cli_asks_for_the_state_machine(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     assert cli.main(["tune", "--aws", FUNCTION, "--json", str(tmp_path / "o.json")]) == 2
     assert "--aws needs --state-machine ARN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--aws", "my-function", "--state-machine", MACHINE], "--aws takes a lambda ARN"),
+    (["--aws", FUNCTION, "--state-machine", "powerTuning"], "--state-machine takes a states ARN"),
+])
+def test_the_cli_refuses_what_is_not_an_arn(argv: list[str], match: str, capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Any) -> None:
+    assert cli.main(["tune", *argv, "--json", str(tmp_path / "o.json")]) == 2
+    assert match in capsys.readouterr().err

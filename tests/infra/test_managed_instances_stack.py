@@ -4,6 +4,9 @@ class the gate covers, with as many processes per environment as copies of the m
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,10 +65,15 @@ def test_graviton_families_for_an_fp32_target_on_arm64(synth):
                                                       "Architectures": ["arm64"]}
 
 
-def test_cdk_nag_passes_on_the_managed_instances_stack(synth):
+def test_cdk_nag_and_cfn_lint_pass_on_the_managed_instances_stack(synth):
     _, _, out = synth(**MANAGED)
     report = out / "validation-report.json"
     assert not report.exists() or '"conclusion": "failure"' not in report.read_text()
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    template = out / "LayaServerless.template.json"
+    result = subprocess.run([str(cfn_lint), "--ignore-checks", "W3005", "--", str(template)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("context, message", [

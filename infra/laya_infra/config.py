@@ -131,7 +131,8 @@ class DeployConfig:
     jev_strict: bool = _linked("jev_strict")
     jev_confidence: str = _linked("jev_confidence")
     asset_dir: Path = _c("asset_dir", Text("folder", lambda text: Path(text).resolve()), c.DEFAULT_ASSET_DIR,
-                         "The built Lambda package (layers/build_layer.py)", "build/lambda")
+                         "The built Lambda package (layers/build_layer.py)", "build/lambda",
+                         shown_default="build/lambda in the checkout")
     snapstart: bool = _c("snapstart", Boolean(), True, "SnapStart on the API function's published versions",
                          "false")
     provisioned_concurrency: int | None = _c(
@@ -173,11 +174,15 @@ class DeployConfig:
 
     @property
     def threads(self) -> int:
-        """Intra-op threads sized to the vCPUs this memory setting buys (at least one); on managed instances,
-        the environment's vCPUs shared between its processes."""
-        if self.compute == c.COMPUTE_MANAGED:
-            return max(1, int(managed_vcpus(self.memory_mb)) // (self.mi_concurrency or 1))
+        """Whole vCPUs this memory setting buys (at least one): what token rates are planned on. The function
+        sizes its own threads to its CPU quota (functions/laya_serverless/core/cpu_share.py): no LAYA_THREADS."""
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
+
+    @property
+    def managed_threads(self) -> int:
+        """Managed instances: intra-op threads per process, the environment's vCPUs shared between its processes
+        (the runtime's own rule reads Lambda's memory and knows nothing of the processes beside it)."""
+        return max(1, int(managed_vcpus(self.memory_mb)) // (self.mi_concurrency or 1))
 
     @property
     def jobs_threads(self) -> int:

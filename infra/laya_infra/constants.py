@@ -12,7 +12,7 @@ AUTHORIZER_DIR = REPO_ROOT / "functions" / "gateway_authorizer"
 
 STACK_NAME = "LayaServerless"
 PYTHON_RUNTIME = "python3.12"                              # the layer is built and smoke-tested for 3.12
-HANDLER = "laya_serverless.handler.handler"
+HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 AUTHORIZER_HANDLER = "authorizer.handler"
 
 ARCHITECTURES = ("x86_64", "arm64")
@@ -54,7 +54,7 @@ ASYNC_RETRY_ATTEMPTS = 0
 ASYNC_MAX_EVENT_AGE_S = 3600
 DLQ_RETENTION_DAYS = 14
 # Batch jobs (docs/jobs.md): the jobs function, its Step Functions engine and the shard sizing it is told.
-JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+JOBS_HANDLER = "laya_serverless.lambda_edge.jobs_handler.handler"
 DEFAULT_JOBS_MEMORY_MB = 2048
 DEFAULT_JOBS_TIMEOUT_S = 300
 MAX_JOBS_TIMEOUT_S = 900                                   # Lambda's own limit
@@ -66,7 +66,8 @@ JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission
 JOBS_DLQ_RETENTION_DAYS = 14
 JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
 # The splitter's row tokens a second one vCPU answers: the demo's FP32 graph measured at 512 on this project's
-# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own (scripts/bench_jobs.py prints it).
+# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own
+# (`laya-artifacts bench jobs` prints it).
 TOKEN_RATE_PER_VCPU = 500
 SYNC_BUDGET_MARGIN_S = 4                                   # of the API timeout: kept for fetch, decode, answer
 
@@ -128,7 +129,7 @@ ARM_INT8_CLASSES = ("arm64-i8mm", "arm64-dotprod")
 # proven under emulation; the recipe computes the same integers on every x86 class. No Arm class is gated here.
 GATE_COVERED_INT8_CLASSES = ("amx-int8", "avx512-vnni", "avx2")
 DEFAULT_INSTANCE_TYPES = {"x86_64": ("c7i.xlarge", "m7i.xlarge"), "arm64": ("c7g.xlarge", "m7g.xlarge")}
-DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): a copy's size without graph_mb
+DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): a copy without graph_mb
 MI_MEMORY_GIB_PER_VCPU = 2.0          # the execution environment's memory per vCPU (Lambda's default and minimum)
 MI_MAX_CONCURRENCY = 64               # processes per execution environment we allow (Python: one per request)
 MI_MAX_VCPUS = 32                     # the capacity provider's ceiling; Lambda's own default is 400

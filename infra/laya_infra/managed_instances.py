@@ -4,8 +4,8 @@ A capacity provider launches the instances in a VPC of the stack's own (private 
 one NAT gateway for S3, Secrets Manager and the logs), allowing only the instance types the config accepted:
 families whose int8 kernel class the gate covers. Python's runtime there answers each concurrent request in
 its own process, each with its own copy of the model, so the function's per-environment concurrency is the
-number of copies its memory holds (`DeployConfig.mi_concurrency`), and its intra-op threads share the
-environment's vCPUs between them (`DeployConfig.threads`).
+number of copies its memory holds (`DeployConfig.mi_concurrency`), and `LAYA_THREADS` shares the environment's
+vCPUs between them (`DeployConfig.managed_threads`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+
+from laya_serverless import settings as env
 
 from . import constants as c
 from .config import DeployConfig
@@ -48,5 +50,6 @@ class ManagedInstances(Construct):
         acknowledge(self.provider, MANAGED_EC2_OPERATOR)
 
     def attach(self, function: lambda_.Function) -> None:
+        function.add_environment(env.THREADS, str(self.config.managed_threads))
         self.provider.add_function(function, per_execution_environment_max_concurrency=self.config.mi_concurrency,
                                    execution_environment_memory_gib_per_v_cpu=c.MI_MEMORY_GIB_PER_VCPU)

@@ -31,13 +31,14 @@ from .tune_workload import Request
 
 SCHEMA = "laya-tune/1"
 DEFAULT_MEMORY = (1024, 2048, 3008)
-DEFAULT_CONFIGS = ("runtime", "auto")
+DEFAULT_CONFIGS = ("runtime",)   # what a deployment runs with; --configs compares others
 DEFAULT_ROUNDS = 3
 DEFAULT_REQUESTS = 16            # warm requests per process, after the cold one (the built-in mix twice)
 PROCESS_TIMEOUT_S = 900
-CONFIG_HELP = ("runtime: the runtime's own choice (LAYA_THREADS unset); auto: threads = min(cores, ceil(vCPUs)), "
-               "spinning off; ort: onnxruntime's defaults (a thread per core, spinning on); tN: N threads, spinning "
-               "off; tN-spin: N threads, spinning on")
+CONFIG_HELP = ("runtime: the runtime's own choice (LAYA_THREADS and LAYA_SPINNING unset: threads sized to the CPU "
+               "quota, spinning off); auto: threads = min(cores, ceil(vCPUs)), spinning off, set by hand; ort: "
+               "onnxruntime's defaults (a thread per core, spinning on); tN: N threads, spinning off; tN-spin: N "
+               "threads, spinning on")
 
 Progress = Callable[[str], None]
 
@@ -149,6 +150,7 @@ class Samples:
     cpu_s: float = 0.0
     peak_rss_mb: float = 0.0
     load_ms: list[float] = field(default_factory=list)
+    threading: dict[str, Any] = field(default_factory=dict)   # what the process ran with (the runtime's report)
 
 
 def _spawn(spec: dict[str, Any], quota: Quota, env: dict[str, str]) -> tuple[float, list[dict[str, Any]]]:
@@ -167,14 +169,11 @@ def _spawn(spec: dict[str, Any], quota: Quota, env: dict[str, str]) -> tuple[flo
     return spawned, events
 
 
-def _child_env(memory_mb: int, config: Config) -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("LAYA_THREADS", "OMP_NUM_THREADS"):
-        env.pop(name, None)
-    env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(memory_mb)   # what Lambda tells a function of this size
-    if config.name != "runtime":
-        env["LAYA_THREADS"] = str(config.for_size(memory_mb, usable_cores())["threads"] or "")
-    return {k: v for k, v in env.items() if v != ""}
+def _child_env(memory_mb: int) -> dict[str, str]:
+    """A Lambda function's view: its memory size, and none of this shell's thread settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LAYA_THREADS", "LAYA_SPINNING", "OMP_NUM_THREADS")}
+    env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(memory_mb)
+    return env
 
 
 def measure(artifact: Path, requests: Sequence[Request], memory: Sequence[int], configs: Sequence[Config], *,
@@ -202,12 +201,13 @@ def measure(artifact: Path, requests: Sequence[Request], memory: Sequence[int], 
                     count += 1
                     spec = {"artifact": str(artifact), "workload": str(workload), "requests": warm_requests,
                             "config": config.for_size(mb, cores)}
-                    env = _child_env(mb, config)
+                    env = _child_env(mb)
                     got = samples[(mb, config.name)]
                     spawned, events = _spawn({**spec, "kind": "cold"}, quotas[mb], env)
                     by_kind = {e["event"]: e for e in events}
                     got.cold_ms.append((by_kind["first"]["t"] - spawned) * 1000)
                     got.load_ms.append((by_kind["loaded"]["t"] - spawned) * 1000)
+                    got.threading = by_kind["loaded"].get("threading", {})
                     timed = [e for e in events if e["event"] == "request"]
                     got.warm_ms.extend(round(e["ms"], 3) for e in timed)   # priced as written in the JSON
                     got.warm_decisions.extend(decisions[e["index"]] for e in timed)
@@ -250,7 +250,7 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
                     "time_factor": factor, "p99_ms": round(warm["p99"] * factor, 2)}
                 if arch != MEASURED_ARCH:
                     costs[arch]["basis"] = prices.arm64_time_basis
-            rows.append({"name": config.name, **config.for_size(mb, cores),
+            rows.append({"name": config.name, **config.for_size(mb, cores), "ran_with": got.threading,
                          "cold_ms": _stats(got.cold_ms), "restore_ms": _stats(got.restore_ms),
                          "load_ms": _stats(got.load_ms), "warm_ms": warm,
                          "cpu_ms_per_decision": round(got.cpu_s * 1000 / max(1, sum(got.warm_decisions)), 3),

@@ -10,6 +10,17 @@ def _usd(value: float) -> str:
     return "$%.4f" % value if value < 1 else "$%.2f" % value
 
 
+def _threads(row: dict[str, Any]) -> str:
+    if row["threads"] is None:   # the runtime chose: say what
+        return "%s (runtime)" % row.get("ran_with", {}).get("threads", "?")
+    return str(row["threads"] or "ort default")
+
+
+def _spinning(row: dict[str, Any]) -> str:
+    spinning = row["spinning"] if row["spinning"] is not None else row.get("ran_with", {}).get("spinning")
+    return "?" if spinning is None else ("on" if spinning else "off")
+
+
 def table(result: dict[str, Any]) -> str:
     """The per-size summary (each size's cheapest configuration), the configurations behind it, and the choice."""
     arches = result["arches"]
@@ -28,8 +39,7 @@ def table(result: dict[str, Any]) -> str:
     for size in result["sizes"]:
         for row in size["configs"]:
             lines.append("| %d | %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.1f | %.2f | %s |" % (
-                size["memory_mb"], row["name"], "runtime" if row["threads"] is None else row["threads"] or "ort",
-                "runtime" if row["spinning"] is None else ("on" if row["spinning"] else "off"),
+                size["memory_mb"], row["name"], _threads(row), _spinning(row),
                 row["warm_ms"]["p50"], row["warm_ms"]["p99"], row["warm_ms"]["mean"], row["cold_ms"]["p50"],
                 row["restore_ms"]["p50"], row["cpu_ms_per_decision"],
                 _usd(row["cost"][arches[0]]["usd_per_1m_decisions"])))

@@ -22,8 +22,6 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-SPINNING = "session.intra_op.allow_spinning"
-
 
 def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
@@ -47,48 +45,24 @@ def _cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-class TunedSession:
-    """The runtime's CPU session options (`core.session.OnnxDecisionSession`) with the thread count and spinning
-    set explicitly: the runtime has no spinning knob yet, and the measurement must name what it ran."""
-
-    def __init__(self, graph: Path, threads: int, spinning: bool, optimized_offline: bool) -> None:
-        import onnxruntime as ort
-
-        from laya_serverless.artifact.layout import GRAPH_OUTPUTS
-        from laya_serverless.core.session import DENORMALS_AS_ZERO
-
-        options = ort.SessionOptions()
-        options.add_session_config_entry(DENORMALS_AS_ZERO, "1")
-        options.add_session_config_entry(SPINNING, "1" if spinning else "0")
-        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized_offline
-                                            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        options.intra_op_num_threads = threads   # 0: onnxruntime's own default (one per core)
-        options.inter_op_num_threads = 1
-        self._outputs = list(GRAPH_OUTPUTS)
-        self._session = ort.InferenceSession(str(graph), sess_options=options, providers=["CPUExecutionProvider"])
-
-    def run(self, feeds: Any) -> Any:
-        import numpy as np
-
-        logits, act = self._session.run(self._outputs, feeds)
-        return np.asarray(logits), np.asarray(act)
-
-
-def open_decider(artifact: Path, config: dict[str, Any]) -> Any:
-    """`runtime`: what the runtime opens by itself (its Settings, LAYA_THREADS as the environment has it);
-    otherwise the runtime's Decider over a session with the configuration's threads and spinning."""
-    from laya_serverless.artifact.layout import GRAPH_FILE, DecodeConfig
+def open_decider(artifact: Path, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The runtime's Decider and the thread share it runs with. `runtime`: what the runtime chooses by itself
+    (`core.cpu_share` from its Settings: LAYA_THREADS and LAYA_SPINNING as the environment has them, the
+    quota this process is in); otherwise the configuration's threads (0: onnxruntime's own default) and
+    spinning, through the same `Threading` the runtime opens its sessions with."""
+    from laya_serverless.core.cpu_share import size_threads
     from laya_serverless.core.decider import Decider
-    from laya_serverless.core.tokenize import TextEncoder
+    from laya_serverless.core.session import Threading
     from laya_serverless.settings import Settings
 
     if config.get("threads") is None:
         settings = Settings.from_environ(os.environ)
-        return Decider.from_artifact(artifact, threads=settings.threads, verify=False)
-    decode = DecodeConfig.load(artifact)
-    session = TunedSession(artifact / GRAPH_FILE, int(config["threads"]), bool(config["spinning"]),
-                           decode.optimized_offline)
-    return Decider(session, TextEncoder.from_artifact(artifact), decode)
+        share = size_threads(settings.threads, settings.spinning)
+        threading, chosen = share.threading(), share.report()
+    else:
+        threading = Threading(int(config["threads"]) or None, bool(config["spinning"]))
+        chosen = {"threads": threading.intra_op, "spinning": threading.spinning, "threads_from": "tune"}
+    return Decider.from_artifact(artifact, threads=threading, verify=False), chosen
 
 
 def answer(decider: Any, body: dict[str, Any]) -> None:
@@ -101,13 +75,13 @@ def answer(decider: Any, body: dict[str, Any]) -> None:
 
 
 def run(spec: dict[str, Any]) -> None:
-    from laya_serverless.snapstart import WARM_QUESTIONS, WARM_STATE
+    from laya_serverless.lambda_edge.snapstart import WARM_QUESTIONS, WARM_STATE
 
     bodies = [json.loads(line) for line in Path(spec["workload"]).read_text(encoding="utf-8").splitlines()
               if line.strip()]
-    decider = open_decider(Path(spec["artifact"]), spec["config"])
+    decider, chosen = open_decider(Path(spec["artifact"]), spec["config"])
     loaded = time.monotonic()
-    _emit("loaded", t=loaded, started=STARTED)
+    _emit("loaded", t=loaded, started=STARTED, threading=chosen)
     if spec["kind"] == "restore":
         decider.predict(WARM_STATE, WARM_QUESTIONS)       # the SnapStart hook's warm-up, before the snapshot
         begin = time.perf_counter()

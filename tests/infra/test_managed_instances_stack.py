@@ -21,9 +21,10 @@ def _provider(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _api_function(raw: dict[str, Any]) -> dict[str, Any]:
+    from laya_infra.constants import HANDLER
+
     (props,) = [r["Properties"] for r in raw["Resources"].values()
-                if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "laya_serverless.handler"
-                ".handler"]
+                if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == HANDLER]
     return props
 
 

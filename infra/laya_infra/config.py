@@ -153,6 +153,9 @@ class DeployConfig:
                                   "A failing deploy gate rolls the deployment back", "true")
     graph_mb: int | None = _c("graph_mb", Integer(1, 4096), None,
                               "The largest deployed graph (MiB); the deploy command passes it", "626")
+    jobs_retention_days: int = _c("jobs_retention_days", Integer(1, c.MAX_JOBS_RETENTION_DAYS),
+                                  c.DEFAULT_JOBS_RETENTION_DAYS, "Days after which job data (the bucket's "
+                                  "`<artifact_prefix>/jobs/`) expires; the stack's own bucket", "30")
     compute: str = _c("compute", Choice(c.COMPUTES, True), c.COMPUTE_LAMBDA,
                       "Where the API function runs: Lambda's own fleet, or managed-instances (a capacity provider of "
                       "pinned EC2 families; docs/deploy.md)", c.COMPUTE_MANAGED)

@@ -426,3 +426,28 @@ def test_concurrent_submissions_of_one_id_with_other_states_accept_exactly_one(t
     assert outcomes.count("conflict") == 7 and engine.started == ["raced"]
     [shard] = [k for k in store.list("jobs/raced/") if "/shards/" in k]
     assert json.loads(store.read(shard)[0])["states"] == ["state number %s" % accepted.split()[1]]
+
+
+def test_a_budget_past_the_encoder_s_positions_is_refused_in_each_shard_and_never_retried(tmp_path: Path) -> None:
+    """A job's max_len of 513 on a 512-position encoder used to fail every shard in onnxruntime, be retried 3 times
+    and end with error lines for short states too (dead-lettered on AWS): now each shard is refused at once with
+    the limit named, as /batch refuses it (422)."""
+    from laya_serverless import Decider
+    from laya_serverless.jobs.merge import finish
+    from laya_serverless.jobs.worker import REFUSED, Worker
+    from laya_serverless.protocol.deployment import Deployment
+    from laya_serverless.protocol.detect import analyse
+    from tests.unit.fakes import RowSession, config, word_encoder
+
+    store = LocalStore(tmp_path)
+    accepted = JobService(store, Idle(), SETTINGS).submit(body(states=states(40), lang="en", max_len=513),
+                                                          Registry(), ["english"])
+    bounded = Decider(RowSession(), word_encoder(), config(max_positions=512))
+    worker = Worker(store, Deployment({"english": bounded}, Registry(), "english"), SETTINGS, Registry(), analyse)
+    assert [worker.answer_shard(accepted["id"], n) for n in range(accepted["shards"])] == [REFUSED] * accepted["shards"]
+    finish(store, accepted["id"])
+    lines = [json.loads(line) for line in b"".join(JobService(store, Idle(), SETTINGS).results(accepted["id"]))
+             .splitlines()]
+    assert [line["index"] for line in lines] == list(range(40))
+    assert {line["error"]["detail"] for line in lines} == {
+        "max_len exceeds the model's position limit (513 > 512): its encoder embeds at most 512 tokens a row"}

@@ -60,6 +60,7 @@ class DecodeConfig:
     temperature: tuple[float, float, float] = (1.0, 1.0, 1.0)
     temperature_by_options: dict[str, float] = field(default_factory=dict)
     optimized_offline: bool = False
+    max_positions: int | None = None  # the encoder's position limit (`artifact.positions`), None: no table
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> DecodeConfig:

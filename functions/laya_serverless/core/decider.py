@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,12 @@ from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
 from ..artifact.layout import GRAPH_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
+from ..artifact.positions import graph_positions
 from ..artifact.store import open_store
 from ..artifact.targets import CPU_INT8
 from ..errors import InferenceError, StateError
 from .abstention import Threshold, apply_abstention, check_min_confidence
-from .controls import check_batch_size, check_budget
+from .controls import check_batch_size, check_budget, check_position_limit
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
 from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
@@ -61,6 +63,7 @@ class Decider:
             session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
                                             optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
                                             placement=placement)
+        config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
         return cls(session, encoder, config)
 
     @classmethod
@@ -91,6 +94,8 @@ class Decider:
         threshold = check_min_confidence(min_confidence) if min_confidence is not None else None
         width = check_budget("max_len", max_len) or self.config.max_len
         head_width = check_budget("head_max_len", head_max_len) or self.config.head_max_len
+        check_position_limit("max_len", max_len, self.config.max_positions)
+        check_position_limit("head_max_len", head_max_len, self.config.max_positions)
         batch_size = check_batch_size(batch_size)
         parsed = parse_questions(questions)
         if not parsed:

@@ -85,8 +85,9 @@ class DecodeConfig:
             raise ArtifactError("decode config is malformed: %s" % exc) from exc
 
     @classmethod
-    def load(cls, artifact_dir: Path) -> DecodeConfig:
-        path = Path(artifact_dir) / DECODE_CONFIG_FILE
+    def load(cls, artifact_dir: Path, file: Path | None = None) -> DecodeConfig:
+        """The decode config of `artifact_dir`, read from `file` when given (a verified handle's path)."""
+        path = file or Path(artifact_dir) / DECODE_CONFIG_FILE
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:

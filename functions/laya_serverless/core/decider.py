@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
-from ..artifact.layout import GRAPH_FILE, DecodeConfig
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
 from ..artifact.positions import graph_positions
 from ..artifact.store import open_store
@@ -45,20 +45,23 @@ class Decider:
     @classmethod
     def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True, *,
                       device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
-                      graph: Path | None = None) -> Decider:
+                      graph: Path | None = None, files: Mapping[str, Path] | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
         before any byte is parsed; `verify=False` opens an unpublished export (tests, benchmarks).
         `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
         `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`); `graph`, the graph
-        where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory.
+        where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory; `files`, where
+        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified).
         """
         path = Path(artifact_dir)
         if verify:
             verify_artifact(path)
-        config = DecodeConfig.load(path)
-        encoder = TextEncoder.from_artifact(path)
+        files = files or {}
+        graph = graph or files.get(GRAPH_FILE)
+        config = DecodeConfig.load(path, files.get(DECODE_CONFIG_FILE))
+        encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
         with observe.span(observe.SESSION):
             session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
                                             optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
@@ -72,9 +75,13 @@ class Decider:
                    s3_client: Any = None) -> Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
         store = open_store(uri, s3_client=s3_client)
-        _, artifact_dir, _ = fetch_published(store, checkpoint, target, Path(cache_dir))
-        # fetch verified every file; a cuda-* target opens on the GPU or not at all
-        return cls.from_artifact(artifact_dir, threads=threads, verify=False, device=device_of_target(target))
+        artifact_id = published_id(store, checkpoint, target)
+        fetched = fetch_verified(store, artifact_id, read_manifest(store, artifact_id), Path(cache_dir))
+        try:  # fetch verified every file, and they are read through its handles; a cuda-* target opens on the GPU
+            return cls.from_artifact(fetched.directory, threads=threads, verify=False, device=device_of_target(target),
+                                     files=fetched.files)
+        finally:
+            fetched.release()
 
     def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,
                 head_max_len: int | None = None, min_confidence: Threshold | None = None) -> dict[str, Any]:

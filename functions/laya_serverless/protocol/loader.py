@@ -25,13 +25,16 @@ from ..artifact.store import ObjectStore, open_store
 from ..artifact.targets import FALLBACK_TARGET
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
-from ..errors import ArtifactError, DeviceUnavailable
+from ..errors import ArtifactError, DeviceUnavailable, StorageUnavailable
 from ..settings import Settings
 from .deployment import Deployment
 from .routing import Registry, canonical_name
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
+# What an unreadable store or cache says to callers (the log names the folder and the error; callers get no paths).
+STORAGE_UNAVAILABLE = ("the artifact store or the local cache folder cannot be read, or the cache is not this "
+                       "user's own; the server log names it")
 
 
 
@@ -56,9 +59,10 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
         raise DeviceUnavailable(refused)
     # On disk, never in memory: a granted CPU retry opens the graph again later, on the first out-of-memory.
     fetched = fetch_verified(store, artifact_id, manifest, cache)
+    # The handles stay open with the decider: a CPU retry reopens the graph through its verified handle.
     decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False,
                                     device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
-                                    placement=placement)
+                                    placement=placement, files=fetched.files)
     return decider, fetched.manifest, artifact_id
 
 
@@ -85,7 +89,8 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
         fallback = {"served": FALLBACK_TARGET, "reason": refused}
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
-        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False, graph=fetched.graph)
+        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False, graph=fetched.graph,
+                                        files=fetched.files)
     finally:
         fetched.release()
     return decider, fetched.manifest, fallback, artifact_id
@@ -138,11 +143,12 @@ def assemble_deployment(settings: Settings, s3_client: Any = None, placement: Pl
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike."""
     try:
         loaded = load_deciders(settings, s3_client, placement)
-    except ArtifactError as exc:
+    except (ArtifactError, OSError) as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
-        why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
+        why = str(exc) if isinstance(exc, DeviceUnavailable) else (
+            STORAGE_UNAVAILABLE if isinstance(exc, StorageUnavailable | OSError) else UNAVAILABLE)
         return Assembled(None, Registry(), Loaded(), why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))

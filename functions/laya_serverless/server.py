@@ -113,6 +113,8 @@ class HeaderBudget:
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int) -> Config:
     """uvicorn's `Config` for the local server, with the header deadline and keep-alive timeout of `settings`."""
     protocol = type("HeaderDeadline", (HeaderDeadlineProtocol,), {"header_timeout": settings.header_timeout})
+    # proxy_headers off: uvicorn's default trusts X-Forwarded-For from 127.0.0.1, so any local client could pick its
+    # address and step around the per-client reading cap; the peer's own address is the client's.
     return Config(HeaderBudget(app), host=host, port=port, log_level="warning", http=protocol,
                   timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
-                  h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+                  h11_max_incomplete_event_size=MAX_HEADER_BYTES, proxy_headers=False)

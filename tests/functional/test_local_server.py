@@ -132,3 +132,16 @@ def test_proxy_headers_do_not_pick_the_client_address() -> None:
         server.should_exit = True
         thread.join(timeout=5)
     assert json.loads(received.split(b"\r\n\r\n", 1)[1]) == {"client": "127.0.0.1", "scheme": "http"}
+
+
+def test_a_request_framed_both_chunked_and_by_length_is_answered_then_the_connection_closed(
+        address: tuple[str, int]) -> None:
+    """Such a request used to leave its connection open for the next one (RFC 9112 6.1 says close); a request
+    pipelined behind it is never answered."""
+    framed = (b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    with socket.create_connection(address) as sock:
+        sock.sendall(framed + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        _, received = _closed_after(sock, 5)
+    head = received.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"\r\nconnection: close" in head and received.count(b"HTTP/1.1 ") == 1

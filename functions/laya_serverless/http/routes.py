@@ -25,7 +25,7 @@ def _timed(content: Any, elapsed_ms: float) -> JSONResponse:
     return JSONResponse(content, headers={"Server-Timing": "inference;dur=" + stamp, "X-Inference-Time-Ms": stamp})
 
 
-@router.get("/health")
+@router.api_route("/health", methods=["GET", "HEAD"])  # HEAD: the same status and headers, no body (RFC 9110 9.3.2)
 def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, Any]:
     """Liveness for anyone; the resident checkpoints for a valid bearer (or when no key is set)."""
     if not serve.authorized(authorization):

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from laya_serverless.local import MAX_BODY_BYTES, ApiGatewayFront
+from laya_serverless.local_edge.start_api import MAX_BODY_BYTES, ApiGatewayFront
 
 KEY = "local-key"
 

@@ -132,7 +132,7 @@ def test_an_unreadable_store_or_cache_folder_is_not_ready_with_a_reason_not_a_cr
                                                                                    unreadable: str) -> None:
     """A store folder this process cannot read used to crash start-up with a PermissionError traceback. As root,
     permissions do not bind: the store case reads as another user (the effective uid only, restored after)."""
-    from laya_serverless.protocol.loader import assemble_deployment
+    from laya_serverless.assembly.loader import assemble_deployment
     from laya_serverless.settings import Settings
 
     store, artifact_id = _published(tmp_path)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from laya_serverless.lambda_edge.api_key import read_api_key
 from laya_serverless.errors import SettingsError
+from laya_serverless.lambda_edge.api_key import read_api_key
 
 ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:laya-api-key"
 

@@ -127,11 +127,19 @@ def test_a_cached_file_the_manifest_does_not_list_refuses_the_artifact(tmp_path:
         _fetch(store, artifact_id, cache)
 
 
+class _Unreadable(LocalStore):
+    """A local store whose files this process may not open (as root, permissions do not bind: the refusal the
+    kernel gives a non-root server is raised where it would be)."""
+
+    def _inside(self, key: str) -> Path | None:
+        raise PermissionError(13, "Permission denied", str(self._path(key)))
+
+
 @pytest.mark.parametrize("unreadable", ["store", "cache"])
 def test_an_unreadable_store_or_cache_folder_is_not_ready_with_a_reason_not_a_crash(tmp_path: Path,
                                                                                    unreadable: str) -> None:
-    """A store folder this process cannot read used to crash start-up with a PermissionError traceback. As root,
-    permissions do not bind: the store case reads as another user (the effective uid only, restored after)."""
+    """A store folder this process cannot read used to crash start-up with a PermissionError traceback; a cache
+    folder it cannot use is refused the same way, with the same reason."""
     from laya_serverless.assembly.loader import assemble_deployment
     from laya_serverless.settings import Settings
 
@@ -141,17 +149,11 @@ def test_an_unreadable_store_or_cache_folder_is_not_ready_with_a_reason_not_a_cr
     cache.mkdir(mode=0o700)
     if unreadable == "cache":
         os.chown(cache, OTHER_UID, -1) if ROOT else cache.chmod(0o000)
-    else:
-        (tmp_path / "store" / "pointers").chmod(0o000)
     settings = Settings(store=str(tmp_path / "store"), cache_dir=str(cache), target="cpu-fp32")
-    if ROOT and unreadable == "store":
-        os.seteuid(OTHER_UID)
     try:
-        assembled = assemble_deployment(settings)
+        served = _Unreadable(tmp_path / "store") if unreadable == "store" else store
+        assembled = assemble_deployment(settings, served)
     finally:
-        if ROOT and unreadable == "store":
-            os.seteuid(0)
-        (tmp_path / "store" / "pointers").chmod(0o700)
         cache.chmod(0o700)
     assert (assembled.deployment, assembled.unavailable) == (None, (
         "the artifact store or the local cache folder cannot be read, or the cache is not this user's own; the server "

@@ -26,11 +26,28 @@ def _client() -> Any:
     return boto3.client("secretsmanager")
 
 
+class ApiKeyMisconfigured(ValueError):
+    """The secret cannot be a key: the gateway answers 500 and the log says why, instead of denying every caller."""
+
+
+def checked_key(value: str) -> str:
+    """The secret as saved, refused (never trimmed) when it is empty, padded or holds a control character."""
+    source = "%s: the API key secret" % SECRET_ENV
+    if not value:
+        raise ApiKeyMisconfigured("%s is empty; save a key in it" % source)
+    if value != value.strip():
+        raise ApiKeyMisconfigured("%s has spaces or a newline around it (%d characters, %d without them); save the "
+                                  "key without them" % (source, len(value), len(value.strip())))
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ApiKeyMisconfigured("%s holds a control character; save the key without it" % source)
+    return value
+
+
 def api_key(client: Any = None, now: float | None = None) -> str:
     now = time.monotonic() if now is None else now
     if _cache["value"] is None or now >= _cache["expires"]:
         response = (client or _client()).get_secret_value(SecretId=os.environ[SECRET_ENV])
-        _cache["value"] = response.get("SecretString") or ""
+        _cache["value"] = checked_key(response.get("SecretString") or "")  # a refused value is never cached
         _cache["expires"] = now + SECRET_TTL_S
     return _cache["value"]
 

@@ -45,6 +45,10 @@ class ArtifactError(LayaError):
     """An artifact is missing, corrupted, or does not match what its manifest promises."""
 
 
+class StorageUnavailable(ArtifactError):
+    """The local store or the artifact cache cannot be read or written here, or the cache is not this user's own."""
+
+
 class DeviceUnavailable(ArtifactError):
     """The configured device cannot run an artifact here: its execution provider is not offered, onnxruntime
     placed the session elsewhere, or the artifact was gated on another GPU or onnxruntime."""

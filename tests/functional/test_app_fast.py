@@ -152,3 +152,36 @@ def test_idle_unload_empties_the_deployment_and_a_request_reloads_it() -> None:
     app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, **ENGLISH})
     health = app.get("/health").json()
     assert reloads == [1] and health["loaded"] == ["english"] and health["revisions"] == {"english": "abc"}
+
+
+def _raw(app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One request straight over ASGI: what the app itself sends, before any server drops or rewrites a byte."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": headers, "root_path": "", "scheme": "http", "server": ("testserver", 80),
+             "client": ("198.51.100.7", 5000), "http_version": "1.1", "asgi": {"version": "3.0"}}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], dict(sent[0]["headers"]), b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_head_health_is_200_with_the_get_s_headers_and_no_body() -> None:
+    """It was a 405."""
+    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
+    status, headers, body = _raw(app, "HEAD", "/health", [(b"host", b"testserver")])
+    got = _raw(app, "GET", "/health", [(b"host", b"testserver")])
+    assert (status, body) == (200, b"") and headers[b"content-type"] == got[1][b"content-type"] == b"application/json"
+
+
+def test_a_trailing_slash_is_a_404_never_a_redirect_to_the_host_a_caller_names() -> None:
+    """The 307 used to send callers to whatever the Host header named, and drop the stage prefix on Lambda."""
+    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
+    for path in ("/health/", "/v1/systemone/"):
+        status, headers, body = _raw(app, "GET", path, [(b"host", b"evil.example")])
+        assert (status, b"location" in headers, body) == (404, False, b'{"detail":"Not Found"}')

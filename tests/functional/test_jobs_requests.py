@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.errors import Conflict
 from laya_serverless.http.app import create_app
 from laya_serverless.jobs.job_service import JobService
 from laya_serverless.jobs.store_keys import key_in
@@ -371,3 +373,81 @@ def test_a_link_out_of_the_local_store_is_not_an_input(tmp_path: Path) -> None:
     inside = Path(store.root, "jobs/input/alias.jsonl")
     inside.symlink_to(Path(store.root, "jobs/input/good.jsonl"))   # a link within the store is an object
     assert client.post("/v1/jobs", json=body(input="jobs/input/alias.jsonl")).status_code == 202
+
+
+class _Counted(Idle):
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def start(self, job_id: str) -> None:
+        self.started.append(job_id)
+
+
+def test_a_job_id_names_one_body_and_another_body_under_it_is_a_409(tmp_path: Path) -> None:
+    """A direct submission reusing an id with the same questions and other states used to be accepted and answered
+    with the first job's results; now the states' digest is in the job's spec, and another body is a 409 that writes
+    nothing. The same body again is the same job (Lambda's retry)."""
+    store, engine = LocalStore(tmp_path), _Counted()
+    jobs = JobService(store, engine, Settings())
+    registry, deployed = Registry(), ["english"]
+    first = jobs.submit(body(states=["i was charged twice"], lang="en"), registry, deployed, job_id="tickets-1")
+    stored = sorted(store.list("jobs/"))
+    assert jobs.submit(body(states=["i was charged twice"], lang="en"), registry, deployed, job_id="tickets-1") == first
+    for other in (body(states=["i was charged three times"], lang="en"),   # same length, other state
+                  body(states=["i was charged twice", "again"], lang="en"),
+                  body(states=["i was charged twice"], lang="en", max_len=64),
+                  body(states=["i was charged twice"], lang="en", output="jobs/output/elsewhere.jsonl")):
+        with pytest.raises(Conflict, match="job 'tickets-1' already exists with another request"):
+            jobs.submit(other, registry, deployed, job_id="tickets-1")
+    assert sorted(store.list("jobs/")) == stored and engine.started == ["tickets-1", "tickets-1"]
+
+
+def test_concurrent_submissions_of_one_id_with_other_states_accept_exactly_one(tmp_path: Path) -> None:
+    """8 submissions of one id, each with its own state, at once: all 8 used to be accepted, one state stored and
+    the engine started 8 times. The create-only spec admits one; the other 7 are 409s."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    store, engine = LocalStore(tmp_path), _Counted()
+    jobs = JobService(store, engine, Settings())
+    barrier = Barrier(8)
+
+    def submit(n: int) -> str:
+        barrier.wait()
+        try:
+            jobs.submit(body(states=["state number %d" % n], lang="en"), Registry(), ["english"], job_id="raced")
+            return "accepted %d" % n
+        except Conflict:
+            return "conflict"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(submit, range(8)))
+    [accepted] = [o for o in outcomes if o != "conflict"]
+    assert outcomes.count("conflict") == 7 and engine.started == ["raced"]
+    [shard] = [k for k in store.list("jobs/raced/") if "/shards/" in k]
+    assert json.loads(store.read(shard)[0])["states"] == ["state number %s" % accepted.split()[1]]
+
+
+def test_a_budget_past_the_encoder_s_positions_is_refused_in_each_shard_and_never_retried(tmp_path: Path) -> None:
+    """A job's max_len of 513 on a 512-position encoder used to fail every shard in onnxruntime, be retried 3 times
+    and end with error lines for short states too (dead-lettered on AWS): now each shard is refused at once with
+    the limit named, as /batch refuses it (422)."""
+    from laya_serverless import Decider
+    from laya_serverless.jobs.merge import finish
+    from laya_serverless.jobs.worker import REFUSED, Worker
+    from laya_serverless.protocol.deployment import Deployment
+    from laya_serverless.protocol.detect import analyse
+    from tests.unit.fakes import RowSession, config, word_encoder
+
+    store = LocalStore(tmp_path)
+    accepted = JobService(store, Idle(), SETTINGS).submit(body(states=states(40), lang="en", max_len=513),
+                                                          Registry(), ["english"])
+    bounded = Decider(RowSession(), word_encoder(), config(max_positions=512))
+    worker = Worker(store, Deployment({"english": bounded}, Registry(), "english"), SETTINGS, Registry(), analyse)
+    assert [worker.answer_shard(accepted["id"], n) for n in range(accepted["shards"])] == [REFUSED] * accepted["shards"]
+    finish(store, accepted["id"])
+    lines = [json.loads(line) for line in b"".join(JobService(store, Idle(), SETTINGS).results(accepted["id"]))
+             .splitlines()]
+    assert [line["index"] for line in lines] == list(range(40))
+    assert {line["error"]["detail"] for line in lines} == {
+        "max_len exceeds the model's position limit (513 > 512): its encoder embeds at most 512 tokens a row"}

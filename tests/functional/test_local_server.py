@@ -106,3 +106,42 @@ def test_one_header_past_the_bound_in_a_single_piece_is_a_json_431(address: tupl
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"a" * 1000 + b"\r\n\r\n")
         _, received = _closed_after(sock, 3)
     assert received.startswith(b"HTTP/1.1 200")
+
+
+def test_proxy_headers_do_not_pick_the_client_address() -> None:
+    """uvicorn trusted X-Forwarded-For from 127.0.0.1 by default: any local client could choose its address and
+    lift the per-client reading cap. The local server takes the connection's peer as the client."""
+    import json
+
+    async def echo(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+        if scope["type"] != "http":
+            return
+        payload = json.dumps({"client": scope["client"][0], "scheme": scope["scheme"]}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+    port = free_port()
+    server, thread = start_server(uvicorn_config(echo, Settings(), "127.0.0.1", port))
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9\r\nX-Forwarded-Proto: https\r\n"
+                         b"Connection: close\r\n\r\n")
+            _, received = _closed_after(sock, 5)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+    assert json.loads(received.split(b"\r\n\r\n", 1)[1]) == {"client": "127.0.0.1", "scheme": "http"}
+
+
+def test_a_request_framed_both_chunked_and_by_length_is_answered_then_the_connection_closed(
+        address: tuple[str, int]) -> None:
+    """Such a request used to leave its connection open for the next one (RFC 9112 6.1 says close); a request
+    pipelined behind it is never answered."""
+    framed = (b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+    with socket.create_connection(address) as sock:
+        sock.sendall(framed + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        _, received = _closed_after(sock, 5)
+    head = received.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"\r\nconnection: close" in head and received.count(b"HTTP/1.1 ") == 1

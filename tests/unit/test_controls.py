@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from laya_serverless import QuestionError
+from laya_serverless import Decider, QuestionError
 from laya_serverless.core.abstention import check_min_confidence
 from laya_serverless.core.controls import check_batch_size, check_budget
 from laya_serverless.core.questions import check_question
@@ -79,3 +79,29 @@ def test_null_score_levels_name_the_same_index_in_both_texts(criteria: list[Any]
     assert library == ("question 's': score level %d is null; give every level a description, index 0 first"
                        % index)
     assert http == "score question 's' has a null level at index %d; give every level a description" % index
+
+
+@pytest.mark.parametrize("name", ["max_len", "head_max_len"])
+def test_a_budget_past_the_encoder_s_positions_is_one_refusal_for_library_and_http(name: str) -> None:
+    """513 on a 512-position encoder used to reach onnxruntime and come back as a 500; both layers now refuse it
+    with the one rule's text, naming the limit, before any session run."""
+    from fastapi.testclient import TestClient
+
+    from laya_serverless.core.controls import check_position_limit
+    from laya_serverless.http.app import create_app
+    from laya_serverless.protocol.routing import Registry
+    from laya_serverless.settings import Settings
+
+    session = FixedSession([1.0, 0.0])
+    decider = Decider(session, word_encoder(), config(max_positions=512))
+    library = _library(lambda: decider.predict("x", {"q": {"type": "noul", "instructions": "x"}}, **{name: 513}))
+    assert library == _library(lambda: check_position_limit(name, 513, 512)) == (
+        "%s exceeds the model's position limit (513 > 512): its encoder embeds at most 512 tokens a row" % name)
+    assert _library(lambda: decider.predict("x", {"q": {"type": "noul", "instructions": "x"}}, **{name: 512})) is None
+    app = TestClient(create_app({"english": decider}, Settings(), registry=Registry()))
+    question = {"q": {"type": "noul", "instructions": "x"}}
+    runs = len(session.calls)
+    for path, body in (("/v1/systemone", {"state": "x"}), ("/v1/systemone/batch", {"states": ["x", "y"]})):
+        refused = app.post(path, json={**body, "questions": question, "lang": "en", name: 513})
+        assert (refused.status_code, refused.json()["detail"]) == (422, library), refused.text
+    assert len(session.calls) == runs

@@ -72,3 +72,21 @@ def test_the_secret_is_read_once_per_ttl(authorizer):
     client.put_secret_value(SecretId="laya-api-key", SecretString="rotated")
     assert module.api_key(counting, now=module.SECRET_TTL_S + 1) == "rotated"
     assert Counting.calls == 2
+
+
+@pytest.mark.parametrize("saved, detail", [
+    ("", "is empty; save a key in it"),
+    (KEY + "\n", r"has spaces or a newline around it \(22 characters, 21 without them\)"),
+    ("  " + KEY, r"has spaces or a newline around it \(23 characters, 21 without them\)"),
+    (KEY[:5] + "\x00" + KEY[5:], "holds a control character"),
+])
+def test_a_secret_that_cannot_be_a_key_is_one_clear_error_naming_it_not_a_silent_deny(authorizer, saved, detail):
+    """A secret saved with a trailing newline used to deny every caller with no word in any log."""
+    module, client = authorizer
+    if saved:
+        client.put_secret_value(SecretId="laya-api-key", SecretString=saved)
+    else:
+        client.put_secret_value(SecretId="laya-api-key", SecretBinary=b"\x00")   # no string value at all
+    with pytest.raises(module.ApiKeyMisconfigured, match=r"^LAYA_API_KEY_SECRET_ARN: the API key secret " + detail):
+        module.handler({"authorizationToken": "Bearer " + saved.strip(), "methodArn": METHOD_ARN}, None, client)
+    assert module._cache["value"] is None   # nothing refused is kept

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "profile-graph": "per-operator time of one artifact's graph",
     "cpu-share": "busy latency under an emulated Lambda CPU quota: the runtime's thread sizing vs hand settings",
     "request-overhead": "time outside the graph per request, ours against upstream ONNXAgent on one graph",
+    "arena": "RSS before and after one large pass: does onnxruntime's arena give its memory back",
 }
 
 

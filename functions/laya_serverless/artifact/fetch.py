@@ -3,7 +3,9 @@
 Cold start on Lambda: resolve the pointer, read the manifest (the caller may refuse the artifact
 from it before any other byte moves), then for each file the manifest lists keep a cached copy
 whose hash matches or download and check a fresh one. Nothing is parsed until the whole artifact
-has been verified. With `graph_in_memory` the graph streams into an anonymous memory file
+has been verified, and what is parsed is read through the handles that were verified (`cache`); a
+file in the cached artifact that its manifest does not list refuses it.
+With `graph_in_memory` the graph streams into an anonymous memory file
 (`memfd_create`), hashed on the way, and the session opens it there: a checkpoint's FP32 graph
 (626 MiB for ModernBERT-base) is larger than Lambda's 512 MB `/tmp`, which SnapStart caps whatever
 the function configures. Bytes in Python would cost a second copy while onnxruntime parses them
@@ -15,18 +17,27 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import observe
 from ..errors import ArtifactError
+from .cache import (
+    STAGING_PREFIX,
+    default_cache_dir,
+    handle_path,
+    open_verified,
+    private_cache,
+    private_folder,
+    staging_file,
+    write_atomic,
+)
 from .layout import GRAPH_FILE, MANIFEST_FILE
 from .manifest import Manifest, sha256_bytes, verify_file
 from .store import ObjectStore, artifact_key, pointer_key
 
-DEFAULT_CACHE_DIR = Path(tempfile.gettempdir()) / "laya-artifacts"
+DEFAULT_CACHE_DIR = default_cache_dir()  # per user, 0700 (`cache.private_cache`)
 _ARTIFACT_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -65,21 +76,37 @@ class MemoryFile:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A verified artifact: its local directory (every listed file, but a graph kept in memory) and that graph."""
+    """A verified artifact: its local directory (every listed file, but a graph kept in memory), the open handles
+    its files were verified through, and that graph."""
 
     artifact_id: str
     directory: Path
     manifest: Manifest
     graph_in_memory: MemoryFile | None = None
+    handles: dict[str, int] = field(default_factory=dict)
+
+    def path_of(self, name: str) -> Path:
+        """Where to read file `name` so that the bytes read are the verified ones."""
+        if name == GRAPH_FILE and self.graph_in_memory:
+            return self.graph_in_memory.path
+        fd = self.handles.get(name)
+        return self.directory / name if fd is None else handle_path(fd, self.directory / name)
 
     @property
     def graph(self) -> Path:
-        return self.graph_in_memory.path if self.graph_in_memory else self.directory / GRAPH_FILE
+        return self.path_of(GRAPH_FILE)
+
+    @property
+    def files(self) -> dict[str, Path]:
+        return {name: self.path_of(name) for name in self.manifest.files}
 
     def release(self) -> None:
-        """Free the in-memory graph (once a session has read it)."""
+        """Free the in-memory graph and close the verified handles (once the session and tokenizer have read them)."""
         if self.graph_in_memory:
             self.graph_in_memory.close()
+        for fd in self.handles.values():
+            os.close(fd)
+        self.handles.clear()
 
 
 def read_manifest(store: ObjectStore, artifact_id: str) -> tuple[bytes, Manifest]:
@@ -94,26 +121,44 @@ def read_manifest(store: ObjectStore, artifact_id: str) -> tuple[bytes, Manifest
 
 
 def fetch_artifact(store: ObjectStore, artifact_id: str, cache_dir: Path = DEFAULT_CACHE_DIR) -> tuple[Path, Manifest]:
-    """Download (or reuse) artifact `artifact_id` under `cache_dir` and verify all of it."""
+    """Download (or reuse) artifact `artifact_id` under `cache_dir` and verify all of it (for the tools, which read
+    it by path afterwards; serving reads the verified handles of `fetch_verified`)."""
     fetched = fetch_verified(store, artifact_id, read_manifest(store, artifact_id), cache_dir)
+    fetched.release()
     return fetched.directory, fetched.manifest
 
 
 def fetch_verified(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest],
                    cache_dir: Path = DEFAULT_CACHE_DIR, graph_in_memory: bool = False) -> Fetched:
-    """Every file `manifest` (as `read_manifest` returned it) lists, verified: under `cache_dir`, or, for the
-    graph with `graph_in_memory`, in memory."""
+    """Every file `manifest` (as `read_manifest` returned it) lists, verified and held open: under `cache_dir`, or,
+    for the graph with `graph_in_memory`, in memory. The caller reads them by `Fetched.path_of`, then releases."""
     raw, parsed = manifest
-    destination = Path(cache_dir) / artifact_id
-    destination.mkdir(parents=True, exist_ok=True)
-    graph = None
-    for name, expected in parsed.files.items():
-        if graph_in_memory and name == GRAPH_FILE:
-            graph = _memory_verified(store, artifact_id, name, expected)
-        else:
-            _cache_verified(store, artifact_id, name, expected, destination / name)
-    (destination / MANIFEST_FILE).write_bytes(raw)
-    return Fetched(artifact_id, destination, parsed, graph)
+    destination = private_cache(Path(cache_dir)) / artifact_id
+    private_folder(destination)
+    graph, handles = None, {}
+    try:
+        for name, expected in parsed.files.items():
+            if graph_in_memory and name == GRAPH_FILE:
+                graph = _memory_verified(store, artifact_id, name, expected)
+            else:
+                handles[name] = _cache_verified(store, artifact_id, name, expected, destination / name)
+        write_atomic(destination / MANIFEST_FILE, raw)
+        _refuse_unlisted(destination, parsed)
+    except BaseException:
+        Fetched(artifact_id, destination, parsed, graph, handles).release()
+        raise
+    return Fetched(artifact_id, destination, parsed, graph, handles)
+
+
+def _refuse_unlisted(destination: Path, manifest: Manifest) -> None:
+    """Nothing unproven may sit next to a proven graph: a cached file the manifest does not list refuses the artifact
+    (a download in progress, `.download-*`, is not one)."""
+    present = {p.relative_to(destination).as_posix() for p in destination.rglob("*")
+               if not p.name.startswith(STAGING_PREFIX) and (p.is_file() or p.is_symlink())}
+    unlisted = sorted(present - set(manifest.files) - {MANIFEST_FILE})
+    if unlisted:
+        raise ArtifactError("the cached artifact %s holds files its manifest does not list: %s; remove them"
+                            % (destination, ", ".join(unlisted)))
 
 
 def _memory_verified(store: ObjectStore, artifact_id: str, name: str, expected: dict[str, Any]) -> MemoryFile:
@@ -129,27 +174,27 @@ def _memory_verified(store: ObjectStore, artifact_id: str, name: str, expected: 
     return memory
 
 
-def _cache_verified(store: ObjectStore, artifact_id: str, name: str, expected: dict[str, Any], local: Path) -> None:
-    """Keep a cached copy whose hash matches, or download and check a fresh one (written only once checked)."""
-    if local.is_file():
+def _cache_verified(store: ObjectStore, artifact_id: str, name: str, expected: dict[str, Any], local: Path) -> int:
+    """A handle on a cached copy whose hash matches, or on a fresh one downloaded and checked (put in place only
+    once checked)."""
+    if os.path.lexists(local):
         try:
             with observe.span(observe.VERIFY):
-                verify_file(local, name, expected)
-            return
+                return open_verified(local, name, expected)
         except ArtifactError:
             pass
     local.parent.mkdir(parents=True, exist_ok=True)
-    fd, staging = tempfile.mkstemp(dir=local.parent, prefix=".download-")
-    os.close(fd)
+    lock, staging = staging_file(local.parent)
     try:
         with observe.span(observe.FETCH):
-            digest = store.download(artifact_key(artifact_id, name), Path(staging))
+            digest = store.download(artifact_key(artifact_id, name), staging)
         with observe.span(observe.VERIFY):
-            verify_file(Path(staging), name, expected, sha256=digest)
+            handle = open_verified(staging, name, expected, sha256=digest)
         os.replace(staging, local)
+        return handle
     finally:
-        if os.path.exists(staging):
-            os.unlink(staging)
+        os.close(lock)
+        staging.unlink(missing_ok=True)
 
 
 def fetch_published(store: ObjectStore, checkpoint: str, target: str,

@@ -60,6 +60,7 @@ class DecodeConfig:
     temperature: tuple[float, float, float] = (1.0, 1.0, 1.0)
     temperature_by_options: dict[str, float] = field(default_factory=dict)
     optimized_offline: bool = False
+    max_positions: int | None = None  # the encoder's position limit (`artifact.positions`), None: no table
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> DecodeConfig:
@@ -84,8 +85,9 @@ class DecodeConfig:
             raise ArtifactError("decode config is malformed: %s" % exc) from exc
 
     @classmethod
-    def load(cls, artifact_dir: Path) -> DecodeConfig:
-        path = Path(artifact_dir) / DECODE_CONFIG_FILE
+    def load(cls, artifact_dir: Path, file: Path | None = None) -> DecodeConfig:
+        """The decode config of `artifact_dir`, read from `file` when given (a verified handle's path)."""
+        path = file or Path(artifact_dir) / DECODE_CONFIG_FILE
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import ArtifactError
+from ..errors import ArtifactError, StorageUnavailable
 
 DEFAULT_LOCAL_STORE = ".laya-store"
 _CHUNK = 1 << 20
@@ -80,6 +80,15 @@ class LocalStore:
     def _path(self, key: str) -> Path:
         return self.root / key
 
+    @contextmanager
+    def _reading(self, key: str) -> Iterator[None]:
+        """An unreadable folder or file of the store (permissions, I/O) is the store's refusal, never a crash."""
+        try:
+            yield
+        except OSError as exc:
+            raise StorageUnavailable("the local store %s cannot be read at %s: %s"
+                                     % (self.uri, key, exc.strerror or exc)) from exc
+
     def _inside(self, key: str) -> Path | None:
         """The object's file, or None when there is none or a link leads out of the store (a link to a file
         elsewhere is not an object of this store: `jobs/input/` must not read the machine's files)."""
@@ -107,21 +116,25 @@ class LocalStore:
         os.replace(tmp, path)
 
     def read(self, key: str) -> tuple[bytes, str] | None:
-        path = self._inside(key)
-        if path is None:
-            return None
-        data = path.read_bytes()
+        with self._reading(key):
+            path = self._inside(key)
+            if path is None:
+                return None
+            data = path.read_bytes()
         return data, hashlib.sha256(data).hexdigest()
 
     def size(self, key: str) -> int | None:
-        path = self._inside(key)
-        return None if path is None else path.stat().st_size
+        with self._reading(key):
+            path = self._inside(key)
+            return None if path is None else path.stat().st_size
 
     def download(self, key: str, destination: Path) -> str:
         path = self._path(key)
-        if not path.is_file():
-            raise ArtifactError("%s has no object %s" % (self.uri, key))
-        with open(path, "rb") as source:  # streams: graphs can be hundreds of MB
+        with self._reading(key):
+            if not path.is_file():
+                raise ArtifactError("%s has no object %s" % (self.uri, key))
+            source = open(path, "rb")
+        with source:  # streams: graphs can be hundreds of MB
             return _copy_hashing(iter(lambda: source.read(_CHUNK), b""), destination)
 
     def create(self, key: str, data: bytes) -> bool:
@@ -149,10 +162,11 @@ class LocalStore:
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
-        if not base.exists():
-            return []
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
-                      if p.is_file() and not p.name.startswith(".tmp-"))
+        with self._reading(prefix):
+            if not base.exists():
+                return []
+            return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*")
+                          if p.is_file() and not p.name.startswith(".tmp-"))
 
 
 class S3Store:

@@ -28,13 +28,16 @@ from ..core.cpu_share import CpuShare, size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..core.session import Threads
-from ..errors import ArtifactError, DeviceUnavailable
+from ..errors import ArtifactError, DeviceUnavailable, StorageUnavailable
 from ..protocol.deployment import Deployment, ServedOn
 from ..protocol.routing import Registry, canonical_name
 from ..settings import Settings
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
+# What an unreadable store or cache says to callers (the log names the folder and the error; callers get no paths).
+STORAGE_UNAVAILABLE = ("the artifact store or the local cache folder cannot be read, or the cache is not this "
+                       "user's own; the server log names it")
 CpuReader = Callable[[], dict[str, Any]]  # this CPU's profile (`artifact.cpu.cpu_profile`); tests pass another
 
 
@@ -61,9 +64,10 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
         raise DeviceUnavailable(refused)
     # On disk, never in memory: a granted CPU retry opens the graph again later, on the first out-of-memory.
     fetched = fetch_verified(store, artifact_id, manifest, cache)
+    # The handles stay open with the decider: a CPU retry reopens the graph through its verified handle.
     decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False,
                                     device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
-                                    placement=placement)
+                                    placement=placement, files=fetched.files)
     return decider, fetched.manifest, artifact_id
 
 
@@ -94,7 +98,8 @@ def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
-        decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph)
+        decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph,
+                                        files=fetched.files)
     finally:
         fetched.release()
     return decider, fetched.manifest
@@ -179,11 +184,12 @@ def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
     store = open_store(settings.store) if store is None else store
     try:
         loaded = load_deciders(settings, store, placement, cpu=cpu)
-    except ArtifactError as exc:
+    except (ArtifactError, OSError) as exc:
         _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
-        why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
+        why = str(exc) if isinstance(exc, DeviceUnavailable) else (
+            STORAGE_UNAVAILABLE if isinstance(exc, StorageUnavailable | OSError) else UNAVAILABLE)
         return Assembled(None, Registry(), Loaded(), store, why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))

@@ -28,6 +28,13 @@ def check_budget(name: str, value: Any) -> int | None:
     return value
 
 
+def check_position_limit(name: str, value: int | None, positions: int | None) -> None:
+    """A budget past the encoder's positions would fail inside onnxruntime: a caller's 422, never a 500."""
+    if value is not None and positions is not None and value > positions:
+        raise QuestionError("%s exceeds the model's position limit (%d > %d): its encoder embeds at most %d "
+                            "tokens a row" % (name, value, positions, positions), location=(name,))
+
+
 def check_batch_size(value: Any) -> int | None:
     """States per pass: None or an integer. The library reads zero or less as "all in one pass", as upstream's does."""
     if value is None:

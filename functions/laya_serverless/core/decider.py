@@ -5,21 +5,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_published
-from ..artifact.layout import GRAPH_FILE, DecodeConfig
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
+from ..artifact.positions import graph_positions
 from ..artifact.store import open_store
 from ..artifact.targets import CPU_INT8
 from ..errors import InferenceError, StateError
 from .abstention import Threshold, apply_abstention, check_min_confidence
-from .controls import check_batch_size, check_budget
+from .controls import check_batch_size, check_budget, check_position_limit
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
 from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
@@ -43,24 +45,28 @@ class Decider:
     @classmethod
     def from_artifact(cls, artifact_dir: str | Path, threads: Threads = None, verify: bool = True, *,
                       device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
-                      graph: Path | None = None) -> Decider:
+                      graph: Path | None = None, files: Mapping[str, Path] | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
         before any byte is parsed; `verify=False` opens an unpublished export (tests, benchmarks).
         `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
         `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`); `graph`, the graph
-        where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory.
+        where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory; `files`, where
+        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified).
         """
         path = Path(artifact_dir)
         if verify:
             verify_artifact(path)
-        config = DecodeConfig.load(path)
-        encoder = TextEncoder.from_artifact(path)
+        files = files or {}
+        graph = graph or files.get(GRAPH_FILE)
+        config = DecodeConfig.load(path, files.get(DECODE_CONFIG_FILE))
+        encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
         with observe.span(observe.SESSION):
             session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
                                             optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
                                             placement=placement)
+        config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
         return cls(session, encoder, config)
 
     @classmethod
@@ -69,9 +75,13 @@ class Decider:
                    s3_client: Any = None) -> Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
         store = open_store(uri, s3_client=s3_client)
-        _, artifact_dir, _ = fetch_published(store, checkpoint, target, Path(cache_dir))
-        # fetch verified every file; a cuda-* target opens on the GPU or not at all
-        return cls.from_artifact(artifact_dir, threads=threads, verify=False, device=device_of_target(target))
+        artifact_id = published_id(store, checkpoint, target)
+        fetched = fetch_verified(store, artifact_id, read_manifest(store, artifact_id), Path(cache_dir))
+        try:  # fetch verified every file, and they are read through its handles; a cuda-* target opens on the GPU
+            return cls.from_artifact(fetched.directory, threads=threads, verify=False, device=device_of_target(target),
+                                     files=fetched.files)
+        finally:
+            fetched.release()
 
     def predict(self, state: Any, questions: dict[str, Any], *, max_len: int | None = None,
                 head_max_len: int | None = None, min_confidence: Threshold | None = None) -> dict[str, Any]:
@@ -91,6 +101,8 @@ class Decider:
         threshold = check_min_confidence(min_confidence) if min_confidence is not None else None
         width = check_budget("max_len", max_len) or self.config.max_len
         head_width = check_budget("head_max_len", head_max_len) or self.config.head_max_len
+        check_position_limit("max_len", max_len, self.config.max_positions)
+        check_position_limit("head_max_len", head_max_len, self.config.max_positions)
         batch_size = check_batch_size(batch_size)
         parsed = parse_questions(questions)
         if not parsed:

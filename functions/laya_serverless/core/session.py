@@ -56,6 +56,7 @@ ProviderSpec = str | tuple[str, dict[str, str]]
 
 
 DENORMALS_AS_ZERO = "session.set_denormal_as_zero"
+ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 INTRA_OP_SPINNING, INTER_OP_SPINNING = "session.intra_op.allow_spinning", "session.inter_op.allow_spinning"
 
 
@@ -102,6 +103,10 @@ class OnnxDecisionSession:
             self._session = ort.InferenceSession(str(graph_path), sess_options=options, providers=chosen)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
+        # The CPU arena goes back to its first chunk after every run: it otherwise keeps the largest pass's memory for
+        # good (one batch of long states took RSS from 216 MB to 4.4 GB, and it stayed there; docs/operations.md).
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry(ARENA_SHRINKAGE, "cpu:0")
         names = {i.name for i in self._session.get_inputs()}
         if names != set(GRAPH_INPUTS):
             raise ArtifactError("model graph %s takes inputs %s, expected %s"
@@ -113,7 +118,7 @@ class OnnxDecisionSession:
 
     def run(self, feeds: Feeds) -> tuple[np.ndarray, np.ndarray]:
         try:
-            logits, act_logits = self._session.run(list(GRAPH_OUTPUTS), feeds)
+            logits, act_logits = self._session.run(list(GRAPH_OUTPUTS), feeds, self._run_options)
         except Exception as exc:
             raise InferenceError("the model session failed: %s" % exc) from exc
         return np.asarray(logits), np.asarray(act_logits)

@@ -33,8 +33,9 @@ class TextEncoder:
         self._lock = Lock()
 
     @classmethod
-    def from_artifact(cls, artifact_dir: Path, cache_size: int = 4096) -> TextEncoder:
-        path = Path(artifact_dir) / TOKENIZER_FILE
+    def from_artifact(cls, artifact_dir: Path, cache_size: int = 4096, file: Path | None = None) -> TextEncoder:
+        """The tokenizer of `artifact_dir`, read from `file` when given (a verified handle's path)."""
+        path = file or Path(artifact_dir) / TOKENIZER_FILE
         if not path.is_file():
             raise ArtifactError("%s is missing from the artifact %s" % (TOKENIZER_FILE, artifact_dir))
         try:

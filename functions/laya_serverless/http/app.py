@@ -48,6 +48,26 @@ class _RootPath:
         await self.app(scope, receive, send)
 
 
+class _HeadWithoutBody:
+    """A HEAD answer carries the GET's status and headers and no body (RFC 9110 9.3.2), whatever carries it: uvicorn
+    drops the body itself, a Lambda response built by Mangum would not."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def bodiless(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                message = dict(message, body=b"")
+            await send(message)
+
+        await self.app(scope, receive, bodiless)
+
+
 async def _idle_reaper(serve: Serving) -> None:
     interval = max(0.05, min(serve.settings.idle_unload_seconds / 4.0, 5.0))
     while True:
@@ -78,8 +98,11 @@ def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
                     await reaper
 
     hidden = serve.settings.api_key is not None  # with a key, no docs or schema for anyone
+    # No trailing-slash redirects: Starlette builds their Location from the Host header (any host a caller names)
+    # and, behind API Gateway, without the stage prefix; `/health/` is a 404 like any unknown path.
     app = FastAPI(title="laya-serverless", lifespan=lifespan, docs_url=None if hidden else "/docs",
-                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
+                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json",
+                  redirect_slashes=False)
     app.state.serving = serve
     app.add_exception_handler(RequestError, handle_refusal)
     app.add_exception_handler(StarletteHTTPException, handle_framework_error)
@@ -91,6 +114,7 @@ def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
         app.include_router(job_router)
     if serve.settings.root_path:
         app.add_middleware(_RootPath, root_path=serve.settings.root_path)
+    app.add_middleware(_HeadWithoutBody)
     app.add_middleware(RequestIdMiddleware)  # outermost: every answer, refusals and 404s included, carries the id
     if not any(isinstance(f, RequestIdFilter) for f in _log.filters):
         _log.addFilter(RequestIdFilter())

@@ -44,6 +44,10 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
     return report
 
 
+# HEAD: the same status and headers, no body (RFC 9110 9.3.2; `app._HeadWithoutBody`); one documented operation.
+router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=False)
+
+
 @router.post("/v1/systemone", openapi_extra=openapi_bodies.SYSTEMONE)
 async def systemone(request: Request, serve: ServingDep, authorization: Authorization = None) -> JSONResponse:
     """One state, many questions."""

@@ -49,7 +49,8 @@ class Serving:
         self._admission: asyncio.Semaphore | None = None
         self._inference_lock: asyncio.Lock | None = None
         self.last_activity = time.monotonic()
-        self.reading_gate = ReadingGate(settings.max_concurrent * READERS_PER_SLOT, settings.max_reads_per_client)
+        self.reading_gate = ReadingGate(settings.max_concurrent * READERS_PER_SLOT, settings.max_reads_per_client,
+                                        slots=settings.max_concurrent)
 
     def authorized(self, header: str | None) -> bool:
         """Exactly `Bearer <key>`, compared in constant time over bytes (any header value is a 401, never a 500)."""

@@ -1,9 +1,10 @@
 """Jobs as the routes and the direct invocation see them: submit (check, split, store, start), status, results.
 
 The engine is injected: the local one (a worker pool on this machine) or Step Functions. Submitting
-writes, in order, the shards, the spec, the item manifest and then the job document, each create-only,
-so a job that can be read always has all its parts, and a replayed submission of the same job (an
-async invocation retried by Lambda) writes nothing new and starts the same engine run.
+writes, in order, the spec (with the states' digest: one id names one body), the shards, the item manifest
+and then the job document, each create-only, so a job that can be read always has all its parts, a
+replayed submission of the same job (an async invocation retried by Lambda) writes nothing new and starts
+the same engine run, and another body under that id is a 409 before it writes anything.
 """
 
 from __future__ import annotations
@@ -124,22 +125,25 @@ class JobService:
         job_id = job_id or new_job_id()
         if idempotency_key is not None:  # after validation: a refused body claims no key
             job_id = claim_idempotency(self.store, idempotency_key, hashlib.sha256(encode(body)).hexdigest(), job_id)
-        if request.output is not None:
-            claim_output(self.store, job_id, request.output)
         controls = request.batch.controls
         tokens = estimated_tokens(request.states, request.questions, controls.max_len, controls.head_max_len)
         bounds = shard_bounds(tokens, len(request.questions), controls.max_len, self.settings)
+        # The states' digest is part of the spec, so one id names one body: the spec is the job's identity.
         spec = {"id": job_id, "questions": request.questions, "controls": request.batch.to_spec(), "bounds": bounds,
-                "output": request.output or default_output_key(job_id)}
+                "output": request.output or default_output_key(job_id),
+                "states_sha256": hashlib.sha256(encode(request.states)).hexdigest()}
+        self._check_same_job(job_id, spec)   # before the output claim: another body under this id claims nothing
+        if request.output is not None:
+            claim_output(self.store, job_id, request.output)
+        # The spec is written create-only before the shards: of concurrent submissions under one id, only those
+        # whose spec is the stored one write shards or start the engine.
+        if not self.store.create(spec_key(job_id), encode(spec)):
+            self._check_same_job(job_id, spec)
         shards = len(bounds) - 1
         with ThreadPoolExecutor(max_workers=min(_WRITERS, shards)) as pool:
             list(pool.map(lambda n: self.store.create(shard_key(job_id, n), encode(
                 {"job": job_id, "shard": n, "start": bounds[n], "states": request.states[bounds[n]:bounds[n + 1]]})),
                 range(shards)))
-        if not self.store.create(spec_key(job_id), encode(spec)):
-            found = self.store.read(spec_key(job_id))
-            if found is None or found[0] != encode(spec):
-                raise Conflict("job %r already exists with another request" % job_id)
         self.store.create(manifest_key(job_id), encode([{"shard": n} for n in range(shards)]))
         self.store.create(job_key(job_id), encode(new_job(job_id, len(request.states), shards)))
         doc, _ = read_job(self.store, job_id)
@@ -150,6 +154,13 @@ class JobService:
                 fail(self.store, job_id, "the job engine could not start this job: %s" % exc)
                 raise NotReady("the job engine could not start this job; try again later") from exc
         return {"id": job_id, "status": doc["status"], "states": doc["states"], "shards": doc["shards_total"]}
+
+    def _check_same_job(self, job_id: str, spec: Doc) -> None:
+        """A 409 when `job_id` already names a job with another body (other states, questions, controls or output)."""
+        found = self.store.read(spec_key(job_id))
+        if found is not None and found[0] != encode(spec):
+            raise Conflict("job %r already exists with another request (other states, questions, controls or "
+                           "output); name a new id for a new job" % job_id)
 
     def status(self, job_id: str) -> Doc:
         try:

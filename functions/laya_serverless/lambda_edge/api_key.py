@@ -20,4 +20,18 @@ def read_api_key(secret_arn: str, secrets_client: Any = None) -> str:
         raise SettingsError("%s: cannot read the API key secret (%s)" % (API_KEY_SECRET, type(exc).__name__)) from exc
     if not value:
         raise SettingsError("%s: the API key secret has no string value" % API_KEY_SECRET)
-    return str(value)
+    return check_api_key(str(value), "%s: the API key secret" % API_KEY_SECRET)
+
+
+def check_api_key(key: str, source: str) -> str:
+    """`key` as configured, or a one-line SettingsError naming `source`: a key that is empty, has spaces around it or
+    holds control characters (a trailing newline) would lock every caller out, or nobody, without a word. It is never
+    trimmed: the secret's owner decides what the key is."""
+    if not key:
+        raise SettingsError("%s is empty; set a key, or unset it to turn auth off" % source)
+    if key != key.strip():
+        raise SettingsError("%s has spaces or a newline around it (%d characters, %d without them); save the key "
+                            "without them" % (source, len(key), len(key.strip())))
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+        raise SettingsError("%s holds a control character; save the key without it" % source)
+    return key

@@ -74,7 +74,7 @@ def _start_api(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environ()
     host, port = _address(args, settings)
-    front = ApiGatewayFront(make_handler(), payload=args.payload)
+    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.api_key)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:

@@ -110,9 +110,34 @@ class HeaderBudget:
         await self.app(scope, receive, send)
 
 
+class CloseAfterAmbiguousFraming:
+    """ASGI: a request with both `Transfer-Encoding` and `Content-Length` is answered with `Connection: close`
+    (RFC 9112 6.1: a server MUST close the connection after responding to one; its framing may have been read one
+    way here and another way by something in front, and the next request on that connection is not trusted)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        names = {name.lower() for name, _ in scope.get("headers") or ()} if scope["type"] == "http" else set()
+        if not {b"transfer-encoding", b"content-length"} <= names:
+            await self.app(scope, receive, send)
+            return
+
+        async def closing(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                kept = [(k, v) for k, v in message.get("headers") or () if k.lower() != b"connection"]
+                message = dict(message, headers=[*kept, (b"connection", b"close")])
+            await send(message)
+
+        await self.app(scope, receive, closing)
+
+
 def uvicorn_config(app: Any, settings: Settings, host: str, port: int) -> Config:
     """uvicorn's `Config` for the local server, with the header deadline and keep-alive timeout of `settings`."""
     protocol = type("HeaderDeadline", (HeaderDeadlineProtocol,), {"header_timeout": settings.header_timeout})
-    return Config(HeaderBudget(app), host=host, port=port, log_level="warning", http=protocol,
-                  timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
-                  h11_max_incomplete_event_size=MAX_HEADER_BYTES)
+    # proxy_headers off: uvicorn's default trusts X-Forwarded-For from 127.0.0.1, so any local client could pick its
+    # address and step around the per-client reading cap; the peer's own address is the client's.
+    return Config(CloseAfterAmbiguousFraming(HeaderBudget(app)), host=host, port=port, log_level="warning",
+                  http=protocol, timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
+                  h11_max_incomplete_event_size=MAX_HEADER_BYTES, proxy_headers=False)

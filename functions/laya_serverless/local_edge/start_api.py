@@ -3,13 +3,17 @@
 `ApiGatewayFront` is an ASGI app that turns each HTTP request into an API Gateway event — REST API
 (payload 1.0, what the stack deploys) by default, or HTTP API (payload 2.0) — hands it to the real
 handler on one worker, as a Lambda instance takes one event at a time, and turns the handler's
-result back into an HTTP response.
+result back into an HTTP response. As the deployed gateway does before Lambda sees a byte, the front
+refuses a body without the bearer key (the authorizer) and a body larger than a Lambda event can hold,
+before reading it; a body is read as it streams, never buffered twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hmac
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +23,9 @@ from typing import Any
 
 LOCAL_HOST = "127.0.0.1"
 PAYLOAD_VERSIONS = ("v1", "v2")
+LAMBDA_EVENT_BYTES = 6 * 1024 * 1024  # a synchronous invocation's payload limit
+MAX_BODY_BYTES = LAMBDA_EVENT_BYTES * 3 // 4  # the body travels base64 in the event: 4.5 MiB of it fits
+_OWS = " \t"
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -93,10 +100,12 @@ def _response_headers(result: dict[str, Any]) -> Headers:
 class ApiGatewayFront:
     """ASGI app: HTTP request -> API Gateway event -> Lambda handler -> HTTP response."""
 
-    def __init__(self, handler: Any, payload: str = "v1") -> None:
+    def __init__(self, handler: Any, payload: str = "v1", api_key: str | None = None,
+                 max_body: int = MAX_BODY_BYTES) -> None:
         if payload not in EVENT_BUILDERS:
             raise ValueError("payload must be one of %s, got %r" % (", ".join(PAYLOAD_VERSIONS), payload))
-        self.handler, self.event = handler, EVENT_BUILDERS[payload]
+        self.handler, self.event, self.max_body = handler, EVENT_BUILDERS[payload], max_body
+        self._expected = None if api_key is None else b"Bearer " + api_key.encode("utf-8", "surrogateescape")
         # One worker with its own event loop (Mangum drives the app on the calling thread's loop),
         # taking one event at a time, as a Lambda instance does.
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lambda",
@@ -107,15 +116,52 @@ class ApiGatewayFront:
         self.worker.submit(lambda: asyncio.get_event_loop().close()).result()
         self.worker.shutdown()
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return
-        body = b""
+    def _refusal(self, headers: Headers) -> tuple[int, str] | None:
+        """What the gateway answers before invoking the function: a body without the key (its authorizer), or one
+        declared larger than an event holds. Requests without a body go on: `/health` is open, and reduced."""
+        merged = _merged(headers)
+        declared = merged.get("content-length", ["0"])[-1].strip()
+        has_body = "transfer-encoding" in merged or declared != "0"
+        if self._expected is not None and has_body:
+            supplied = merged.get("authorization", [""])[-1].strip(_OWS).encode("latin-1")
+            if not hmac.compare_digest(supplied, self._expected):
+                return 401, "invalid or missing bearer token"
+        if declared.isdigit() and int(declared) > self.max_body:
+            return 413, self._too_large()
+        return None
+
+    def _too_large(self) -> str:
+        return "request body too large (over %d bytes: a Lambda event holds at most %d, base64)" % (
+            self.max_body, LAMBDA_EVENT_BYTES)
+
+    async def _body(self, receive: Any) -> bytes | None:
+        """The body as it streams in, or None once it passes the cap (the rest is never read)."""
+        body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
+            if len(body) > self.max_body:
+                return None
             if not message.get("more_body"):
-                break
+                return bytes(body)
+
+    @staticmethod
+    async def _refuse(send: Any, status: int, detail: str) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode("utf-8")})
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        refused = self._refusal(scope.get("headers", []))
+        if refused is not None:
+            await self._refuse(send, *refused)
+            return
+        body = await self._body(receive)
+        if body is None:
+            await self._refuse(send, 413, self._too_large())
+            return
         event = self.event(scope["method"], scope["path"], scope.get("query_string", b"").decode("latin-1"),
                            scope.get("headers", []), body)
         result = await asyncio.get_running_loop().run_in_executor(self.worker, self.handler, event, lambda_context())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -57,6 +58,9 @@ JOBS_TIME_BUDGET = "LAYA_JOBS_TIME_BUDGET"  # seconds of inference one shard is 
 JOBS_TOKEN_RATE = "LAYA_JOBS_TOKEN_RATE"  # row tokens per second one worker is assumed to process
 BATCH_TIME_BUDGET = "LAYA_BATCH_TIME_BUDGET"  # seconds; a /batch planned past this is refused (413 -> /v1/jobs)
 BATCH_TOKEN_RATE = "LAYA_BATCH_TOKEN_RATE"  # row tokens per second this function answers /batch at
+# Signed artifacts and pinned versions (docs/artifacts.md#signatures, docs/deploy.md#safe-rollout).
+ARTIFACT_KEYS = "LAYA_ARTIFACT_KEYS"  # comma list: KMS key ARNs or PEM public-key files; set = signatures required
+ARTIFACT_PINS = "LAYA_ARTIFACT_PINS"  # comma list of CHECKPOINT/TARGET=ARTIFACT_ID served instead of the pointer
 
 
 def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -109,6 +113,23 @@ def _jobs_workers(env: Mapping[str, str]) -> int:
     if not (text.isdigit() and int(text) <= 64):
         raise SettingsError("invalid %s %r: must be an integer 0-64" % (JOBS_WORKERS, text))
     return int(text)
+
+
+def _artifact_keys(environ: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in environ.get(ARTIFACT_KEYS, "").split(","))))
+
+
+def _artifact_pins(environ: Mapping[str, str]) -> dict[str, str]:
+    """CHECKPOINT/TARGET=ID pairs (a hub checkpoint keeps its owner/ prefix: the target is after the last /)."""
+    pins: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in environ.get(ARTIFACT_PINS, "").split(","))):
+        pair, _, artifact_id = part.partition("=")
+        checkpoint, _, target = pair.strip().rpartition("/")
+        if not (checkpoint and target and re.fullmatch(r"[0-9a-f]{64}", artifact_id.strip())):
+            raise SettingsError("invalid %s entry %r: each is CHECKPOINT/TARGET=ARTIFACT_ID (a sha256)"
+                                % (ARTIFACT_PINS, part))
+        pins[pair.strip()] = artifact_id.strip()
+    return pins
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -171,6 +192,8 @@ class Settings:
     jobs_token_rate: int = 500
     batch_time_budget: float = 0.0  # off: upstream-compatible /batch everywhere but where the stack turns it on
     batch_token_rate: int = 500
+    artifact_keys: tuple[str, ...] = ()  # none: signatures are not checked
+    artifact_pins: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -238,5 +261,7 @@ class Settings:
             jobs_token_rate=_positive_int(env, JOBS_TOKEN_RATE, 500),
             batch_time_budget=_positive_float(env, BATCH_TIME_BUDGET, 0.0),
             batch_token_rate=_positive_int(env, BATCH_TOKEN_RATE, 500),
+            artifact_keys=_artifact_keys(env),
+            artifact_pins=_artifact_pins(env),
         )
 

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..artifact.targets import FALLBACK_TARGET
+from ..artifact.trust import trusted_artifact
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..errors import ArtifactError, DeviceUnavailable
@@ -49,8 +50,8 @@ class Loaded:
 def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
                     placement: Placement) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
-    artifact_id = published_id(store, stored, settings.target)
-    manifest = read_manifest(store, artifact_id)
+    artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
+                                             settings.artifact_pins)
     refused = unproven_on_this_gpu(manifest[1], artifact_id, store, here)
     if refused is not None:
         raise DeviceUnavailable(refused)
@@ -68,8 +69,8 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
         on_device, proven, device_artifact = _load_on_device(store, stored, settings, cache, here, placement)
         return on_device, proven, None, device_artifact
     # The manifest decides first: an int8 artifact unproven here is refused before its graph moves.
-    artifact_id = published_id(store, stored, settings.target)
-    manifest = read_manifest(store, artifact_id)
+    artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
+                                             settings.artifact_pins)
     refused = unproven_here(manifest[1], artifact_id, store, here)
     fallback = None
     if refused is not None:
@@ -77,8 +78,8 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
             raise ArtifactError(refused)
         _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
         try:
-            artifact_id = published_id(store, stored, FALLBACK_TARGET)
-            manifest = read_manifest(store, artifact_id)
+            artifact_id, manifest = trusted_artifact(store, stored, FALLBACK_TARGET, settings.artifact_keys,
+                                                     settings.artifact_pins)
         except ArtifactError as exc:
             raise ArtifactError("%s; and no %s artifact to serve instead: %s"
                                 % (refused, FALLBACK_TARGET, exc)) from exc
@@ -146,6 +147,7 @@ def assemble_deployment(settings: Settings, s3_client: Any = None, placement: Pl
         return Assembled(None, Registry(), Loaded(), why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
+        observe.metric(observe.TARGET_FALLBACKS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         again = load_deciders(settings, s3_client, placement)

@@ -20,7 +20,8 @@ KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "arti
         "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
         "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
         "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb")
+        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb", "signing", "signing_key", "rollout",
+        "artifact_pins")
 
 
 class ConfigError(ValueError):
@@ -89,6 +90,10 @@ class DeployConfig:
     token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
     deploy_gate: bool = True                       # re-gate int8 artifacts on the function's own CPU at deploy
     deploy_gate_strict: bool = False               # a failing deploy gate rolls the deployment back
+    signing: bool = False                          # artifacts must be signed (a KMS key: the stack's or signing_key)
+    signing_key: str | None = None                 # an existing KMS key's ARN (the deploy command's); None creates one
+    rollout: str = c.DEFAULT_ROLLOUT               # how CodeDeploy moves the live alias to a new version
+    artifact_pins: str = ""                        # CHECKPOINT/TARGET=ID,...: LAYA_ARTIFACT_PINS of a version
 
     @property
     def function_asset(self) -> Path:
@@ -191,6 +196,7 @@ class DeployConfig:
         for key in ("deploy_gate", "deploy_gate_strict"):
             if raw[key] is not None:
                 values[key] = _bool(raw[key], key)
+        values.update(_rollout_values(raw))
         config = cls(**values)
         config.check_deployed()
         config.check_assets()
@@ -263,4 +269,35 @@ def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
         values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
     if raw["token_rate"] is not None:
         values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "500")
+    return values
+
+
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
+
+
+def _rollout_values(raw: dict[str, Any]) -> dict[str, Any]:
+    """Signing (`-c signing=true`, or `-c signing_key=ARN` for an existing key), the rollout, the pinned artifacts."""
+    from laya_serverless.errors import SettingsError
+    from laya_serverless.settings import ARTIFACT_PINS, Settings
+
+    values: dict[str, Any] = {}
+    if raw["signing"] is not None:
+        values["signing"] = _bool(raw["signing"], "signing")
+    if raw["signing_key"]:
+        if not _KMS_KEY_ARN.match(str(raw["signing_key"])):
+            raise ConfigError("context 'signing_key' must be a KMS key ARN, got %r (use %s)" % (
+                raw["signing_key"], _flag("signing_key", "arn:aws:kms:eu-west-1:123456789012:key/<id>")))
+        if values.get("signing") is False:
+            raise ConfigError("context 'signing_key' names a key and 'signing' is false (drop %s)"
+                              % _flag("signing", "false"))
+        values.update(signing=True, signing_key=str(raw["signing_key"]))
+    if raw["rollout"] is not None:
+        values["rollout"] = _choice(raw["rollout"], "rollout", c.ROLLOUTS)
+    if raw["artifact_pins"]:
+        try:
+            Settings.from_environ({ARTIFACT_PINS: str(raw["artifact_pins"])})
+        except SettingsError as exc:
+            raise ConfigError("context 'artifact_pins': %s (use %s)" % (
+                exc, _flag("artifact_pins", "demo/cpu-int8=<artifact id>"))) from None
+        values["artifact_pins"] = str(raw["artifact_pins"])
     return values

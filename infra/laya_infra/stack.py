@@ -1,5 +1,6 @@
-"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, and
-(unless `-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
+"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, the
+rollout of new versions (CodeDeploy), with `-c signing=true` the artifact signing key, and (unless
+`-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .gpu_config import GpuConfig
 from .jobs import JobsEngine
 from .monitoring import Alarms
 from .operations import DeadLetters
+from .rollout import Rollout, SigningKey
 from .storage import ApiKeySecret, ArtifactBucket
 
 
@@ -31,7 +33,14 @@ class LayaServerlessStack(Stack):
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
-        Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [])
+        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [],
+                        api.api)
+        # A new version (new code, configuration or pinned artifacts) takes traffic gradually, rolled back on alarm.
+        Rollout(self, "Rollout", config, function.alias, alarms.rollback_alarms)
+        if config.signing:  # artifacts must carry the signing key's signature, on the API and in jobs alike
+            signing = SigningKey(self, "Signing", config)
+            for served in [function.function, *([jobs.function] if jobs else [])]:
+                signing.trust(served)
         if jobs is not None:
             jobs.connect_api(function.function, config.timeout_s, config.threads)
             for name, value, description in jobs.outputs():

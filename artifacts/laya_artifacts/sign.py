@@ -33,6 +33,8 @@ from laya_serverless.artifact.signature import (
 from laya_serverless.artifact.store import ObjectStore
 from laya_serverless.errors import ArtifactError
 
+# The key `laya-artifacts deploy` signs with, as the stack names its own (laya_infra.constants; a test ties them).
+SIGNING_KEY_ALIAS = "alias/laya-serverless-artifact-signing"
 PRIVATE_KEY_FILE = "artifact-signing.pem"
 PUBLIC_KEY_FILE = "artifact-signing.pub.pem"
 
@@ -123,6 +125,19 @@ def generate_key(out_dir: Path) -> tuple[Path, Path]:
     return private_path, public_path
 
 
+def ensure_signing_key(kms_client: Any, alias: str = SIGNING_KEY_ALIAS) -> str:
+    """The ARN of the KMS signing key named `alias`, created (ECC_NIST_P256, SIGN_VERIFY) when there is none."""
+    try:
+        return str(kms_client.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+    except kms_client.exceptions.NotFoundException:
+        pass
+    created = kms_client.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY",
+                                    Description="Signs laya-serverless artifacts (laya-artifacts deploy)")
+    arn = str(created["KeyMetadata"]["Arn"])
+    kms_client.create_alias(AliasName=alias, TargetKeyId=arn)
+    return arn
+
+
 def signature_of(artifact_id: str, signer: Signer) -> tuple[str, bytes]:
     """(the signature's name inside the artifact, its record) for `artifact_id`."""
     record = signature_record(artifact_id, signer.key_id, signer.sign(signed_message(artifact_id)), signer.source)
@@ -166,5 +181,6 @@ def upload_signatures(artifact_dir: Path, artifact_id: str, store: ObjectStore) 
     return stored
 
 
-__all__ = ["PRIVATE_KEY_FILE", "PUBLIC_KEY_FILE", "KmsSigner", "LocalSigner", "Signer", "generate_key",
+__all__ = ["PRIVATE_KEY_FILE", "PUBLIC_KEY_FILE", "SIGNING_KEY_ALIAS", "KmsSigner", "LocalSigner", "Signer",
+           "ensure_signing_key", "generate_key",
            "open_signer", "sign_artifact", "sign_published", "signature_of", "upload_signatures"]

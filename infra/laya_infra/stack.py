@@ -37,8 +37,8 @@ class LayaServerlessStack(Stack):
                         api.api)
         # A new version (new code, configuration or pinned artifacts) takes traffic gradually, rolled back on alarm.
         Rollout(self, "Rollout", config, function.alias, alarms.rollback_alarms)
-        if config.signing:  # artifacts must carry the signing key's signature, on the API and in jobs alike
-            signing = SigningKey(self, "Signing", config)
+        signing = SigningKey(self, "Signing", config) if config.signing else None
+        if signing is not None:  # artifacts must carry the signing key's signature, on the API and in jobs alike
             for served in [function.function, *([jobs.function] if jobs else [])]:
                 signing.trust(served)
         if jobs is not None:
@@ -55,7 +55,7 @@ class LayaServerlessStack(Stack):
                       description="Re-gate after publishing: aws lambda invoke --function-name <this> --payload "
                                   "file://gate.json (see docs/operations.md)")
         if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
-            endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
+            endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api, signing.key if signing else None)
             CfnOutput(self, "GpuApiUrl", value=endpoint.url, description="Base URL of the Jev API on the GPU")
             CfnOutput(self, "GpuEndpointName", value=endpoint.endpoint.attr_endpoint_name)
 

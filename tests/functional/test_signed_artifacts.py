@@ -317,6 +317,12 @@ def test_the_rollback_and_sign_commands(tmp_path: Path, capsys: pytest.CaptureFi
     public = tmp_path / "keys" / "artifact-signing.pub.pem"
     assert trusted_artifact(LocalStore(store), CHECKPOINT, TARGET, (str(public),))[0] == sha256_file(
         first / MANIFEST_FILE)
+    verify = ["verify", str(store), "--checkpoint", CHECKPOINT, "--target", TARGET, "--cache-dir", str(tmp_path / "c")]
+    assert cli([*verify, "--key", str(public)]) == 0
+    assert "signature by key" in capsys.readouterr().out
+    assert cli(["publish", str(fake_artifact(tmp_path / "c", "three")), "--store", str(store)]) == 0  # unsigned
+    assert cli([*verify, "--key", str(public)]) == 2
+    assert "carries no signature by a trusted key" in capsys.readouterr().err
 
 
 def test_sign_writes_into_the_artifact_and_keygen_never_overwrites(local_key: tuple[Path, Path],

@@ -83,6 +83,7 @@ def test_every_function_dead_letters_its_async_failures(synth, context):
 
 _PINS = "demo/cpu-int8=%s,demo/cpu-fp32=%s" % ("a" * 64, "b" * 64)
 _KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+_SIGNED = {"signing": "true", "artifact_pins": _PINS, "rollout": "all-at-once", "gpu": "true"}
 
 
 def _alarms(raw):
@@ -165,7 +166,7 @@ def test_signing_key_pins_and_rollout_from_context(synth):
 
     from .test_stack import as_list, role_statements
 
-    _, raw, _ = synth(signing="true", artifact_pins=_PINS, rollout="all-at-once")
+    _, raw, _ = synth(**_SIGNED)
     [(key_id, key)] = resources(raw, "AWS::KMS::Key").items()
     assert key["Properties"]["KeySpec"] == "ECC_NIST_P256" and key["Properties"]["KeyUsage"] == "SIGN_VERIFY"
     assert key["DeletionPolicy"] == "Retain"
@@ -190,6 +191,25 @@ def test_signing_key_pins_and_rollout_from_context(synth):
     assert any(key.startswith("SigningSigningKeyArn") for key in raw["Outputs"])
     [group] = resources(raw, "AWS::CodeDeploy::DeploymentGroup").values()
     assert group["Properties"]["DeploymentConfigName"] == "CodeDeployDefault.LambdaAllAtOnce"
+    [model] = resources(raw, "AWS::SageMaker::Model").values()   # the GPU endpoint refuses unsigned ones too
+    model = model["Properties"]
+    assert model["PrimaryContainer"]["Environment"][env.ARTIFACT_KEYS] == {"Fn::GetAtt": [key_id, "Arn"]}
+    kms = [s for s in role_statements(raw, model["ExecutionRoleArn"]["Fn::GetAtt"][0])
+           if any(a.startswith("kms:") for a in as_list(s["Action"]))]
+    assert kms == [{"Action": "kms:GetPublicKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]}}]
+
+
+def test_cfn_lint_finds_nothing_but_w3005_with_signing_and_rollout(synth):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, _, out = synth(**_SIGNED)
+    cfn_lint = Path(sys.executable).parent / "cfn-lint"
+    template = out / "LayaServerless.template.json"
+    result = subprocess.run([str(cfn_lint), "--ignore-checks", "W3005", "--", str(template)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_an_existing_signing_key_is_trusted_by_arn_and_none_is_created(synth):

@@ -18,9 +18,9 @@ from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
 from laya_serverless.artifact.store import ObjectStore, artifact_key, pointer_key
 from laya_serverless.errors import ArtifactError
+from laya_serverless.gate.regate import goldens_key, publish_goldens, record_gate
+from laya_serverless.gate.replay import GateReport, run_gate
 
-from .parity import GateReport, run_gate
-from .regate import goldens_key, publish_goldens, record_gate
 from .rollback import pointer_record
 from .sign import Signer, sign_artifact, upload_signatures
 

@@ -363,19 +363,12 @@ def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: 
 
 # ---------------------------------------------------------------------------------- the embedded default
 
-def test_make_serve_signs_the_local_store_with_a_local_key_and_trusts_it(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
+def test_make_serve_signs_the_local_store_with_a_local_key_and_trusts_it(tmp_path: Path) -> None:
+    from laya_artifacts.quickstart import ensure_signed
 
-    spec = importlib.util.spec_from_file_location("quickstart", Path(__file__).parents[2] / "scripts" / "quickstart.py")
-    assert spec is not None and spec.loader is not None
-    quickstart = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(quickstart)
-    monkeypatch.setattr(quickstart, "STORE", tmp_path / "store")  # the script's two folders, here
-    monkeypatch.setattr(quickstart, "KEYS", tmp_path / "keys")
     artifact_id = publish(fake_artifact(tmp_path / "a", "one"), LocalStore(tmp_path / "store"))
-    public = quickstart.ensure_signed(TARGET)
-    assert quickstart.ensure_signed(TARGET) == public  # the key is made once, the artifact signed once
+    public = ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET)
+    assert ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET) == public  # made once, signed once
     assert (tmp_path / "keys" / "artifact-signing.pem").stat().st_mode & 0o777 == 0o600
     assert trusted_artifact(LocalStore(tmp_path / "store"), CHECKPOINT, TARGET, (str(public),))[0] == artifact_id
 

@@ -279,7 +279,7 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
 @pytest.mark.parametrize("context, message", [
     ({"arch": "sparc"}, "-c arch=arm64"),
     ({"memory": "lots"}, "-c memory=3008"),
-    ({"memory": "128"}, "between 512 and 10240"),
+    ({"memory": "128"}, "must be an integer 512-10240"),
     ({"timeout": "60"}, "-c timeout=29"),
     ({"prefix": "/has space"}, "-c prefix=/laya"),
     ({"stage": "a/b"}, "-c stage=prod"),

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_ROOTS = {"laya_serverless": ROOT / "functions", "gateway_authorizer": ROOT / "functions",
-                 "laya_artifacts": ROOT / "artifacts", "laya_infra": ROOT / "infra", "laya_training": ROOT / "training"}
+                 "laya_artifacts": ROOT / "artifacts", "laya_infra": ROOT / "infra", "laya_training": ROOT / "research"}
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 80
 BUILD_SIDE = ("torch", "transformers", "optimum", "onnx", "laya", "laya_artifacts", "laya_training", "safetensors")
 
@@ -103,13 +103,13 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("entry", ("laya_serverless.handler", "laya_serverless.cli", "laya_serverless.local", "laya_serverless.server",
                "laya_serverless.snapstart", "laya_serverless.guard", "laya_serverless.powertools",
                "laya_serverless.events", "laya_serverless.api_key", "laya_serverless.jobs.handler",
-               "laya_serverless.jobs.cli")),
+               "laya_serverless.jobs.cli", "laya_serverless.gate.regate")),
     ("transport", ("laya_serverless.http", "laya_serverless.jobs")),
-    ("protocol", ("laya_serverless.protocol",)),
+    ("protocol", ("laya_serverless.protocol", "laya_serverless.gate")),
     ("settings", ("laya_serverless.settings",)),
     ("core", ("laya_serverless.core",)),
     ("artifact", ("laya_serverless.artifact",)),
-    ("base", ("laya_serverless.errors", "laya_serverless.observe")),
+    ("base", ("laya_serverless.errors", "laya_serverless.observe", "laya_serverless.configuration")),
 ]
 
 

@@ -114,7 +114,7 @@ def build(arch: str, out: Path, python312: str | None) -> int:
         say("error: over Lambda's unzipped limit by %.1f MB" % ((total - LAMBDA_UNZIPPED_LIMIT) / 2**20))
         return 1
     if arch == "x86_64" and python312:
-        probe = ("import sys, json, laya_serverless.handler, laya_serverless.jobs.handler, "
+        probe = ("import sys, json, laya_serverless.lambda_edge.api_handler, laya_serverless.lambda_edge.jobs_handler, "
                  "laya_serverless.gate.regate, "
                  "onnxruntime, tokenizers; "
                  "t = tokenizers.Tokenizer.from_str(json.dumps({'version': '1.0', 'model': {'type': 'WordLevel', "

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         say("loaded from the store (verified) and answered")
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
-    from laya_serverless.cli import main as serve
+    from laya_serverless.local_edge.cli import main as serve
 
     os.environ.setdefault("LAYA_STORE", str(store))
     os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)

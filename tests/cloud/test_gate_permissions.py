@@ -14,6 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from laya_artifacts.publish import publish
+from laya_infra.constants import HANDLER
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_bytes
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
@@ -50,7 +51,7 @@ def _int8_elsewhere(tiny_fp32: Path, out: Path, spoil: bool) -> Path:
 def _gate_as_its_role(template: dict[str, Any], tmp_path: Path,
                       role: str = "deploy-gate") -> tuple[dict[str, Any], Any]:
     statements = _gate_role(template)
-    environ = function_environment(template, function_with_handler(template, "laya_serverless.handler.handler"))
+    environ = function_environment(template, function_with_handler(template, HANDLER))
     with as_role(statements, role) as session:
         client = S3AsDocumented(session.client("s3"), statements)
         store = open_store(environ["LAYA_STORE"], s3_client=client)

@@ -148,7 +148,7 @@ def test_cfn_lint_finds_nothing_but_w3005_in_the_gpu_template(synth: Any) -> Non
 def test_the_container_starts_without_a_jobs_engine(synth: Any) -> None:
     # `laya-serverless serve` (the image's CMD) builds a local jobs engine from the environment, and that engine
     # lists jobs/ at start, which the endpoint's role may not: from the synthesized environment it builds none.
-    from laya_serverless.jobs.local import local_jobs
+    from laya_serverless.local_edge.jobs_engine import local_jobs
     from laya_serverless.settings import Settings
 
     _, raw, _ = synth(**GPU)

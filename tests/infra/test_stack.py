@@ -12,7 +12,7 @@ from aws_cdk.assertions import Match
 
 from laya_serverless import settings as env
 
-API_FUNCTION_HANDLER = "laya_serverless.handler.handler"
+API_FUNCTION_HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 
 
 def resources(raw: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:

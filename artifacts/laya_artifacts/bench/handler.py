@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from laya_serverless import Decider
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
-    from laya_serverless.handler import make_handler
-    from laya_serverless.local import lambda_context
+    from laya_serverless.lambda_edge.api_handler import make_handler
+    from laya_serverless.local_edge.start_api import lambda_context
 
     asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs the app on this thread's loop
     # What `make serve` (laya-artifacts demo) publishes: the demo, at the target its gate let it serve.

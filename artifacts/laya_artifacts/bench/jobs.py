@@ -120,10 +120,10 @@ def bench_job(env: dict[str, str], workers: int, states: list[Any], questions: d
     from functools import partial
 
     from laya_serverless.artifact.store import open_store
-    from laya_serverless.jobs.local import LocalEngine
+    from laya_serverless.jobs.job_service import JobService
     from laya_serverless.jobs.results import iter_results, read_spec
     from laya_serverless.jobs.runtime import load_worker
-    from laya_serverless.jobs.service import JobService
+    from laya_serverless.local_edge.jobs_engine import LocalEngine
     from laya_serverless.protocol.routing import Registry
     from laya_serverless.settings import Settings
 

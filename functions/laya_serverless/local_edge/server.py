@@ -22,7 +22,7 @@ import h11
 from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .settings import Settings
+from ..settings import Settings
 
 MAX_HEADER_BYTES = 16 * 1024  # h11's own default, stated: a request line plus headers past this is a 400
 _log = logging.getLogger("laya_serverless")

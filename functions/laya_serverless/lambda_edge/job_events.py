@@ -13,12 +13,12 @@ import logging
 from typing import Any
 
 from ..errors import JobError, MalformedRequest, RequestError
-from .layout import is_job_id
-from .merge import finish
-from .service import JobService
-from .state import public
-from .stepfunctions import ACTION, ANSWER, ATTEMPTS, ERROR, FINISH, GIVE_UP, ITEMS, JOB, error_detail
-from .worker import Worker
+from ..jobs.job_service import JobService
+from ..jobs.merge import finish
+from ..jobs.state import public
+from ..jobs.stepfunctions import ACTION, ANSWER, ATTEMPTS, ERROR, FINISH, GIVE_UP, ITEMS, JOB, error_detail
+from ..jobs.store_keys import is_job_id
+from ..jobs.worker import Worker
 
 _log = logging.getLogger("laya_serverless")
 DEFAULT_ATTEMPTS = 3

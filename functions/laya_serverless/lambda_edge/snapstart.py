@@ -15,11 +15,11 @@ import logging
 import random
 from typing import Any
 
-from . import observe
+from .. import observe
+from ..errors import LayaError
+from ..http.serving import Serving
+from ..settings import Settings
 from .api_key import read_api_key
-from .errors import LayaError
-from .http.serving import Serving
-from .settings import Settings
 
 _log = logging.getLogger("laya_serverless")
 WARM_STATE = "SnapStart warm-up: a short English sentence."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import SettingsError
-from .settings import API_KEY_SECRET
+from ..errors import SettingsError
+from ..settings import API_KEY_SECRET
 
 
 def read_api_key(secret_arn: str, secrets_client: Any = None) -> str:

@@ -27,9 +27,9 @@ from ..artifact.trust import trusted_artifact
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..errors import ArtifactError, DeviceUnavailable
+from ..protocol.deployment import Deployment
+from ..protocol.routing import Registry, canonical_name
 from ..settings import Settings
-from .deployment import Deployment
-from .routing import Registry, canonical_name
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
@@ -92,11 +92,10 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
     return decider, fetched.manifest, fallback, artifact_id
 
 
-def load_deciders(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Loaded:
+def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME) -> Loaded:
     """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
     or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
     require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
-    store = open_store(settings.store, s3_client=s3_client)
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
     here = cpu_profile() if settings.device == CPU else gpu_profile()
     loaded = Loaded()
@@ -132,28 +131,32 @@ class Assembled:
     deployment: Deployment | None
     registry: Registry
     loaded: Loaded
+    store: ObjectStore
     unavailable: str | None = None
 
 
-def assemble_deployment(settings: Settings, s3_client: Any = None, placement: Placement = ONNXRUNTIME) -> Assembled:
-    """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike."""
+def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
+                        placement: Placement = ONNXRUNTIME) -> Assembled:
+    """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
+    process's one `store` (opened here from `settings.store` when the edge passed none)."""
+    store = open_store(settings.store) if store is None else store
     try:
-        loaded = load_deciders(settings, s3_client, placement)
+        loaded = load_deciders(settings, store, placement)
     except ArtifactError as exc:
         _log.exception("cannot load the deployed artifacts from %s", settings.store)
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
-        return Assembled(None, Registry(), Loaded(), why)
+        return Assembled(None, Registry(), Loaded(), store, why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
         observe.metric(observe.TARGET_FALLBACKS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
-        again = load_deciders(settings, s3_client, placement)
+        again = load_deciders(settings, store, placement)
         return again.deciders, again.revisions
 
     registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
     deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
                             loaded.fallbacks)
-    return Assembled(deployment, registry, loaded)
+    return Assembled(deployment, registry, loaded, store)

@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .jobs.cli import add_job_commands
-from .local import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
-from .settings import Settings
+from ..settings import Settings
+from .job_commands import add_job_commands
+from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 
 
 def _say(message: str) -> None:
@@ -32,13 +32,15 @@ def _address(args: argparse.Namespace, settings: Settings) -> tuple[str, int]:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .http.service import build_service
-    from .jobs.local import local_jobs
+    from ..artifact.store import open_store
+    from ..http.service import build_service
+    from .jobs_engine import local_jobs
     from .server import uvicorn_config
 
     settings = Settings.from_environ()
     host, port = _address(args, settings)
-    app = build_service(settings, jobs=local_jobs(settings))  # /v1/jobs on a local engine
+    store = open_store(settings.store)  # the process's one store: the app and the jobs engine share it
+    app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
     _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
         "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
     uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
@@ -46,7 +48,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _invoke(args: argparse.Namespace) -> int:
-    from .handler import make_handler
+    from ..lambda_edge.api_handler import make_handler
 
     try:
         event = json.loads(Path(args.event).read_text(encoding="utf-8"))
@@ -61,7 +63,7 @@ def _invoke(args: argparse.Namespace) -> int:
 def _start_api(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .handler import make_handler
+    from ..lambda_edge.api_handler import make_handler
     from .server import uvicorn_config
 
     settings = Settings.from_environ()

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import MalformedEvent
+from ..errors import MalformedEvent
 
 REST, HTTP_V2, ALB = "apigateway-rest", "apigateway-http", "alb"
 HTTP_SOURCES = (REST, HTTP_V2, ALB)

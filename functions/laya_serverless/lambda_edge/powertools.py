@@ -22,9 +22,9 @@ from typing import IO, Any, cast
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from . import observe
-from .events import classify
-from .http.request_id import RequestIdFilter
+from .. import observe
+from ..http.request_id import RequestIdFilter
+from .api_events import classify
 
 SERVICE = "laya-serverless"
 NAMESPACE = "LayaServerless"

@@ -20,8 +20,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..jobs.store_keys import INPUT_PREFIX
 from ..settings import API_KEY, Settings
-from .layout import INPUT_PREFIX
 
 CONTROL_FLAGS = (("model", str), ("task", str), ("lang", str), ("max-len", int), ("head-max-len", int),
                  ("min-confidence", json.loads))
@@ -104,11 +104,11 @@ def _run(args: argparse.Namespace) -> int:
     from functools import partial
 
     from ..artifact.store import open_store
+    from ..jobs.job_service import JobService
+    from ..jobs.results import read_spec
+    from ..jobs.runtime import load_worker
     from ..protocol.routing import Registry, canonical_name
-    from .local import LocalEngine
-    from .results import read_spec
-    from .runtime import load_worker
-    from .service import JobService
+    from .jobs_engine import LocalEngine
 
     settings = Settings.from_environ()
     store = open_store(settings.store)
@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _watch(engine: Any, job_id: str, started: float) -> dict[str, Any]:
-    from .state import TERMINAL, read_job
+    from ..jobs.state import TERMINAL, read_job
 
     engine.start(job_id)
     tty, last = sys.stderr.isatty(), ""

@@ -22,7 +22,11 @@ from ..protocol import strict
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
 from ..settings import Settings
-from .layout import (
+from .merge import fail
+from .results import iter_results, read_spec
+from .spec import job_request
+from .state import FAILED, TERMINAL, Doc, damaged, encode, new_job, public, read_job
+from .store_keys import (
     OUTPUT_PREFIX,
     default_output_key,
     default_output_owner,
@@ -34,10 +38,6 @@ from .layout import (
     shard_key,
     spec_key,
 )
-from .merge import fail
-from .results import iter_results, read_spec
-from .spec import job_request
-from .state import FAILED, TERMINAL, Doc, damaged, encode, new_job, public, read_job
 
 _WRITERS = 16  # parallel shard writes: S3 PUTs are ~20-50 ms each
 
@@ -126,10 +126,10 @@ class JobService:
             job_id = claim_idempotency(self.store, idempotency_key, hashlib.sha256(encode(body)).hexdigest(), job_id)
         if request.output is not None:
             claim_output(self.store, job_id, request.output)
-        tokens = estimated_tokens(request.states, request.questions, request.controls.get("max_len"),
-                                  request.controls.get("head_max_len"))
-        bounds = shard_bounds(tokens, len(request.questions), request.controls.get("max_len"), self.settings)
-        spec = {"id": job_id, "questions": request.questions, "controls": request.controls, "bounds": bounds,
+        controls = request.batch.controls
+        tokens = estimated_tokens(request.states, request.questions, controls.max_len, controls.head_max_len)
+        bounds = shard_bounds(tokens, len(request.questions), controls.max_len, self.settings)
+        spec = {"id": job_id, "questions": request.questions, "controls": request.batch.to_spec(), "bounds": bounds,
                 "output": request.output or default_output_key(job_id)}
         shards = len(bounds) - 1
         with ThreadPoolExecutor(max_workers=min(_WRITERS, shards)) as pool:

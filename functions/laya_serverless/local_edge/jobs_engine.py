@@ -26,14 +26,14 @@ from functools import partial
 
 from ..artifact.store import ObjectStore, open_store
 from ..errors import JobError, ShardFailed
+from ..jobs.job_service import JobService
+from ..jobs.merge import fail, finish
+from ..jobs.results import read_spec
+from ..jobs.runtime import load_worker
+from ..jobs.state import TERMINAL, Doc, mark_running, read_job
+from ..jobs.store_keys import is_job_id, shard_failure
+from ..jobs.worker import Worker, give_up
 from ..settings import Settings
-from .layout import is_job_id, shard_failure
-from .merge import fail, finish
-from .results import read_spec
-from .runtime import load_worker
-from .service import JobService
-from .state import TERMINAL, Doc, mark_running, read_job
-from .worker import Worker, give_up
 
 _log = logging.getLogger("laya_serverless")
 WorkerFactory = Callable[[], Worker]
@@ -186,9 +186,10 @@ class LocalEngine:
             time.sleep(poll)
 
 
-def local_jobs(settings: Settings) -> JobService | None:
-    """The jobs of `laya-serverless serve`: a pool of `LAYA_JOBS_WORKERS` processes (0: no jobs routes)."""
+def local_jobs(settings: Settings, store: ObjectStore | None = None) -> JobService | None:
+    """The jobs of `laya-serverless serve`: a pool of `LAYA_JOBS_WORKERS` processes (0: no jobs routes), over the
+    serving process's store (each worker process opens its own)."""
     if settings.jobs_workers == 0:
         return None
-    store = open_store(settings.store)
+    store = open_store(settings.store) if store is None else store
     return JobService(store, LocalEngine(store, partial(load_worker, settings), settings.jobs_workers), settings)

@@ -11,13 +11,14 @@ from typing import Any
 
 from mangum import Mangum
 
+from ..artifact.store import open_store
+from ..http.service import build_service
+from ..jobs.stepfunctions import stepfunctions_jobs
+from ..settings import Settings
 from . import snapstart
 from .api_key import read_api_key
 from .guard import GuardedHandler
-from .http.service import build_service
-from .jobs.stepfunctions import stepfunctions_jobs
 from .powertools import Handler, Instrumentation, in_lambda
-from .settings import Settings
 
 
 def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
@@ -42,8 +43,9 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     """The deployed handler: Powertools set up first (so INIT is logged and traced), then the app, guarded."""
     instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
-    jobs = stepfunctions_jobs(settings, s3_client)  # /v1/jobs where the stack created the engine
-    app = build_service(settings, s3_client, inline_inference=True, jobs=jobs)  # one event per instance at a time
+    store = open_store(settings.store, s3_client=s3_client)  # the process's one store: the app and /v1/jobs share it
+    jobs = stepfunctions_jobs(settings, store)  # /v1/jobs where the stack created the engine
+    app = build_service(settings, store, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):
         snapstart.register(app.state.serving, settings, secrets_client)
     return instrumentation.wrap(lambda_handler(app, settings))

@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .errors import MalformedEvent
-from .events import EventKind, classify, clean_http_event, http_answer
-from .http import request_id
-from .http.statuses import refusal_response
+from ..errors import MalformedEvent
+from ..http import request_id
+from ..http.statuses import refusal_response
+from .api_events import EventKind, classify, clean_http_event, http_answer
 
 _log = logging.getLogger("laya_serverless")
 Adapter = Callable[[dict[str, Any], Any], dict[str, Any]]

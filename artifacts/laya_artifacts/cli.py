@@ -148,7 +148,13 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_signing(commands: argparse._SubParsersAction, targets: tuple[str, ...], store: str) -> None:
+def _add_publishing(commands: argparse._SubParsersAction, targets: tuple[str, ...], store: str) -> None:
+    """publish, and what keeps a store trustworthy: sign, keygen, rollback."""
+    pub = commands.add_parser("publish", help="publish a built artifact to a store")
+    pub.add_argument("artifact")
+    pub.add_argument("--store", default=store)
+    pub.add_argument("--sign-key", metavar="KEY", help="sign first: a KMS key ARN or a PEM private-key file")
+    pub.set_defaults(run=_publish)
     sign = commands.add_parser("sign", help="sign a built artifact, or a published one (docs/artifacts.md#signatures)")
     sign.add_argument("artifact", nargs="?", help="an artifact directory (or --checkpoint and --store)")
     sign.add_argument("--key", required=True, help="a KMS key ARN (ECC_NIST_P256) or a PEM private-key file")
@@ -325,12 +331,7 @@ def parser() -> argparse.ArgumentParser:
     parity.add_argument("--split", action="append", choices=SPLITS,
                         help="replay only this split (repeatable; default: both, and both must pass)")
     parity.set_defaults(run=_parity)
-    pub = commands.add_parser("publish", help="publish a built artifact to a store")
-    pub.add_argument("artifact")
-    pub.add_argument("--store", default=DEFAULT_LOCAL_STORE)
-    pub.add_argument("--sign-key", metavar="KEY", help="sign first: a KMS key ARN or a PEM private-key file")
-    pub.set_defaults(run=_publish)
-    _add_signing(commands, TARGETS, DEFAULT_LOCAL_STORE)
+    _add_publishing(commands, TARGETS, DEFAULT_LOCAL_STORE)
     verify = commands.add_parser("verify", help="verify an artifact directory, or a published one")
     verify.add_argument("store", help="an artifact directory, or a store with --checkpoint")
     verify.add_argument("--checkpoint")

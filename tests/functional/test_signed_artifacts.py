@@ -22,8 +22,8 @@ from laya_serverless.artifact.manifest import SCHEMA, sha256_file, verify_artifa
 from laya_serverless.artifact.signature import signature_key
 from laya_serverless.artifact.store import LocalStore, ObjectStore, S3Store, artifact_key, pointer_key
 from laya_serverless.artifact.trust import trusted_artifact, use_kms_client
+from laya_serverless.assembly.loader import assemble_deployment
 from laya_serverless.errors import ArtifactError, SettingsError
-from laya_serverless.protocol.loader import assemble_deployment
 from laya_serverless.settings import ARTIFACT_KEYS, ARTIFACT_PINS, Settings
 
 CHECKPOINT, TARGET = "demo", "cpu-fp32"
@@ -320,7 +320,7 @@ def test_the_rollback_and_sign_commands(tmp_path: Path, capsys: pytest.CaptureFi
     verify = ["verify", str(store), "--checkpoint", CHECKPOINT, "--target", TARGET, "--cache-dir", str(tmp_path / "c")]
     assert cli([*verify, "--key", str(public)]) == 0
     assert "signature by key" in capsys.readouterr().out
-    assert cli(["publish", str(fake_artifact(tmp_path / "c", "three")), "--store", str(store)]) == 0  # unsigned
+    assert cli(["publish", str(fake_artifact(tmp_path / "third", "three")), "--store", str(store)]) == 0  # unsigned
     assert cli([*verify, "--key", str(public)]) == 2
     assert "carries no signature by a trusted key" in capsys.readouterr().err
 

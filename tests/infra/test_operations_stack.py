@@ -92,7 +92,7 @@ def _alarms(raw):
 
 def test_degraded_serving_alarms_read_the_runtimes_metrics_and_notify_the_topic(synth):
     from laya_serverless import observe
-    from laya_serverless.powertools import NAMESPACE, SERVICE
+    from laya_serverless.lambda_edge.powertools import NAMESPACE, SERVICE
 
     _, raw, _ = synth()
     alarms = {a.get("MetricName"): a for a in _alarms(raw).values()}

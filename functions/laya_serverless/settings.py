@@ -33,6 +33,7 @@ JEV_STRICT = "LAYA_JEV_STRICT"
 AUTO_TASK = "LAYA_AUTO_TASK"
 DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
 THREADS = "LAYA_THREADS"
+SPINNING = "LAYA_SPINNING"
 TOURNAMENT_GROUP = "LAYA_TOURNAMENT_GROUP"
 IDLE_UNLOAD_SECONDS = "LAYA_IDLE_UNLOAD_SECONDS"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
@@ -182,6 +183,8 @@ class Settings:
                                    "Graphs stream into memory, never into the cache (Lambda: /tmp is 512 MB)")
     threads: int | None = _field(THREADS, Text("integer 0-256", _threads), None,
                                  "ONNX Runtime intra-op threads (unset or 0: sized to the CPU share)")
+    spinning: bool = _field(SPINNING, Boolean(), False,
+                            "ONNX Runtime's idle threads spin (off: under a CPU quota spinning burns granted time)")
     # Signed artifacts and pinned versions (docs/artifacts.md#signatures, docs/deploy.md#safe-rollout-and-rollback)
     artifact_keys: tuple[str, ...] = _field(
         ARTIFACT_KEYS, Text("KMS key ARN or PEM public-key file,...", _artifact_keys), (),

@@ -71,7 +71,13 @@ class Alarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
         ]
         self.rollback_alarms = [self.alarms[0], *self._degraded_serving(), *self._gateway(api)]
-        self.alarms += self.rollback_alarms[1:]
+        # A restore on another CPU class is the platform's doing, not the new version's: notified, not rolled back.
+        switches = runtime_metric(observe.CLASS_SWITCHES).create_alarm(
+            self, "ClassSwitches", threshold=1, evaluation_periods=1,
+            alarm_description="A restored snapshot landed on another int8 CPU class and chose its artifacts again",
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.alarms += [*self.rollback_alarms[1:], switches]
         self.topic = sns.Topic(self, "Topic", enforce_ssl=True, display_name="laya-serverless alarms")
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))

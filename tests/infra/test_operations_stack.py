@@ -97,7 +97,7 @@ def test_degraded_serving_alarms_read_the_runtimes_metrics_and_notify_the_topic(
     _, raw, _ = synth()
     alarms = {a.get("MetricName"): a for a in _alarms(raw).values()}
     [topic_id] = resources(raw, "AWS::SNS::Topic")
-    for name in (observe.NOT_READY, observe.REFUSED_ARTIFACTS, observe.TARGET_FALLBACKS):
+    for name in (observe.NOT_READY, observe.REFUSED_ARTIFACTS, observe.TARGET_FALLBACKS, observe.CLASS_SWITCHES):
         alarm = alarms[name]   # the names, namespace and dimension Powertools writes the EMF metric with
         assert alarm["Namespace"] == NAMESPACE and alarm["Dimensions"] == [{"Name": "service", "Value": SERVICE}]
         assert alarm["Statistic"] == "Sum" and alarm["Threshold"] == 1
@@ -147,7 +147,7 @@ def test_new_versions_roll_out_as_a_canary_and_roll_back_on_the_alarms(synth):
     watched = {a["Name"]["Ref"] for a in group["AlarmConfiguration"]["Alarms"]}
     by_metric = {a.get("MetricName"): logical for logical, a in _alarms(raw).items()}
     assert {by_metric[m] for m in ("Errors", "NotReady", "RefusedArtifacts", "TargetFallbacks", "5XXError",
-                                   "4XXError")} == watched
+                                   "4XXError")} == watched   # ClassSwitches notifies only: a restore's doing
     [alias] = resources(raw, "AWS::Lambda::Alias").values()
     assert "CodeDeployLambdaAliasUpdate" in alias["UpdatePolicy"]   # the alias moves through CodeDeploy
 

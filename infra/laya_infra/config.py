@@ -166,6 +166,9 @@ class DeployConfig:
     artifact_pins: str | None = _c("artifact_pins", Text("CHECKPOINT/TARGET=ID,...", _pins), None,
                                    "The artifacts a version serves (LAYA_ARTIFACT_PINS); the deploy command passes it",
                                    "demo/cpu-int8=<artifact id>")
+    jobs_retention_days: int = _c("jobs_retention_days", Integer(1, c.MAX_JOBS_RETENTION_DAYS),
+                                  c.DEFAULT_JOBS_RETENTION_DAYS, "Days after which job data (the bucket's "
+                                  "`<artifact_prefix>/jobs/`) expires; the stack's own bucket", "30")
 
     @property
     def function_asset(self) -> Path:

@@ -181,7 +181,7 @@ def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
     try:
         loaded = load_deciders(settings, store, placement, cpu=cpu)
     except ArtifactError as exc:
-        _log.exception("cannot load the deployed artifacts from %s", settings.store)
+        _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE

@@ -57,6 +57,10 @@ SIGNING_KEY_ROTATION = ("AwsSolutions-KMS5",
 CODEDEPLOY_ROLE = ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                    "AWSCodeDeployRoleForLambdaLimited]",
                    "CodeDeploy's own role for Lambda traffic shifting: the AWS-managed policy limited to Lambda")
+MANAGED_EC2_OPERATOR = (
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AWSLambdaManagedEC2ResourceOperator]",
+    "The policy AWS maintains for Lambda to launch, patch and retire a capacity provider's instances; its actions "
+    "follow the service, which a hand-written copy would not")
 
 
 def acknowledge(construct: IConstruct, *items: Acknowledgement) -> None:

@@ -51,6 +51,10 @@ def _build(args: argparse.Namespace) -> int:
     except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
+    if args.sign_key:
+        from .sign import open_signer, sign_artifact
+
+        _progress("signed: %s" % sign_artifact(artifact, open_signer(args.sign_key)))
     if args.publish:
         from laya_serverless.artifact.store import open_store
 
@@ -99,9 +103,73 @@ def _publish(args: argparse.Namespace) -> int:
     from laya_serverless.artifact.store import open_store
 
     from .publish import publish
+    from .sign import open_signer
 
-    print(publish(Path(args.artifact), open_store(args.store), _progress))
+    signer = open_signer(args.sign_key) if args.sign_key else None
+    print(publish(Path(args.artifact), open_store(args.store), _progress, signer))
     return 0
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from laya_serverless.artifact.fetch import published_id
+    from laya_serverless.artifact.store import open_store
+
+    from .sign import open_signer, sign_artifact, sign_published
+
+    signer = open_signer(args.key)
+    if args.checkpoint:  # what is published (rotation: the new key's signature beside the old one's)
+        store = open_store(args.store)
+        artifact_id = published_id(store, args.checkpoint, args.target)
+        added = sign_published(store, artifact_id, signer)
+        print("%s %s with key %s" % ("signed" if added else "already signed:", artifact_id, signer.key_id))
+    elif args.artifact:
+        print(sign_artifact(Path(args.artifact), signer))
+    else:
+        return _fail("sign needs an artifact directory, or --checkpoint with --store")
+    return 0
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from .sign import generate_key
+
+    private, public = generate_key(Path(args.out))
+    _progress("private key %s (keep it off the serving machines); trust %s with LAYA_ARTIFACT_KEYS" % (private, public))
+    print(public)
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from laya_serverless.artifact.store import open_store
+
+    from .rollback import rollback
+
+    _, previous = rollback(open_store(args.store), args.checkpoint, args.target, _progress)
+    print(previous)
+    return 0
+
+
+def _add_publishing(commands: argparse._SubParsersAction, targets: tuple[str, ...], store: str) -> None:
+    """publish, and what keeps a store trustworthy: sign, keygen, rollback."""
+    pub = commands.add_parser("publish", help="publish a built artifact to a store")
+    pub.add_argument("artifact")
+    pub.add_argument("--store", default=store)
+    pub.add_argument("--sign-key", metavar="KEY", help="sign first: a KMS key ARN or a PEM private-key file")
+    pub.set_defaults(run=_publish)
+    sign = commands.add_parser("sign", help="sign a built artifact, or a published one (docs/artifacts.md#signatures)")
+    sign.add_argument("artifact", nargs="?", help="an artifact directory (or --checkpoint and --store)")
+    sign.add_argument("--key", required=True, help="a KMS key ARN (ECC_NIST_P256) or a PEM private-key file")
+    sign.add_argument("--store", default=store)
+    sign.add_argument("--checkpoint", help="sign what (CHECKPOINT, --target) points at in --store")
+    sign.add_argument("--target", choices=targets, default=targets[0])
+    sign.set_defaults(run=_sign)
+    keygen = commands.add_parser("keygen", help="write a local P-256 signing key pair")
+    keygen.add_argument("--out", default=".laya-keys", help="folder for the key pair (default %(default)s)")
+    keygen.set_defaults(run=_keygen)
+    back = commands.add_parser("rollback", help="point CHECKPOINT TARGET back at the artifact published before")
+    back.add_argument("checkpoint")
+    back.add_argument("target", choices=targets)
+    back.add_argument("--store", default=store)
+    back.set_defaults(run=_rollback)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -112,6 +180,11 @@ def _verify(args: argparse.Namespace) -> int:
     if args.checkpoint:
         store = open_store(args.store)
         artifact_id, path, _ = fetch_published(store, args.checkpoint, args.target, Path(args.cache_dir))
+        if args.key:  # and vouched for by one of these keys (what LAYA_ARTIFACT_KEYS makes the runtime require)
+            from laya_serverless.artifact.signature import trusted_keys, verify_signed
+
+            signer = verify_signed(store, artifact_id, trusted_keys(args.key))
+            print("signature by key %s verified" % signer)
         print("verified %s/%s -> %s (%s)" % (args.checkpoint, args.target, artifact_id, path))
     else:
         manifest = verify_artifact(Path(args.store))
@@ -254,6 +327,7 @@ def parser() -> argparse.ArgumentParser:
     _int8_options(build)
     build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
+    build.add_argument("--sign-key", metavar="KEY", help="sign the gated artifact: a KMS key ARN or a PEM private key")
     build.set_defaults(run=_build)
     goldens = commands.add_parser("goldens", help="record golden rows with upstream laya (PyTorch FP32)")
     goldens.add_argument("checkpoint")
@@ -270,15 +344,14 @@ def parser() -> argparse.ArgumentParser:
     parity.add_argument("--split", action="append", choices=SPLITS,
                         help="replay only this split (repeatable; default: both, and both must pass)")
     parity.set_defaults(run=_parity)
-    pub = commands.add_parser("publish", help="publish a built artifact to a store")
-    pub.add_argument("artifact")
-    pub.add_argument("--store", default=DEFAULT_LOCAL_STORE)
-    pub.set_defaults(run=_publish)
+    _add_publishing(commands, TARGETS, DEFAULT_LOCAL_STORE)
     verify = commands.add_parser("verify", help="verify an artifact directory, or a published one")
     verify.add_argument("store", help="an artifact directory, or a store with --checkpoint")
     verify.add_argument("--checkpoint")
     verify.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     verify.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
+    verify.add_argument("--key", action="append", metavar="KEY",
+                        help="with --checkpoint: require a signature by this key (KMS key ARN or PEM public key)")
     verify.set_defaults(run=_verify)
     listing = commands.add_parser("list", help="list published (checkpoint, target, artifact)")
     listing.add_argument("--store", default=DEFAULT_LOCAL_STORE)

@@ -3,7 +3,9 @@
     1 build        each checkpoint built and gated: cpu-int8 where its gate passes, and always cpu-fp32
     2 storage      the artifact bucket (`-c artifact_bucket=NAME`, else laya-serverless-<account>-<region>),
                    created private, encrypted and versioned when absent (`bucket.py`)
-    3 publish      every artifact to s3://<bucket>/<artifact_prefix> (`publish.publish`)
+    3 publish      every artifact to s3://<bucket>/<artifact_prefix> (`publish.publish`), signed with the account's
+                   KMS signing key (`sign.ensure_signing_key`; `-c signing=false` publishes unsigned); the ids go
+                   to the stack as `-c artifact_pins`, so a new artifact is a new version that rolls out as a canary
     4 deploy       `cdk deploy` of the stack on that bucket, `-c target=` the target every checkpoint has
     5 deploy gate  for int8, the records the stack's deploy-time gate wrote under gates/ (CloudFormation
                    waited for it); reported, since an unproven int8 artifact serves its cpu-fp32 one
@@ -89,6 +91,7 @@ class Seams:
     resolve: Resolver | None = None
     build: Builder | None = None
     sleep: Callable[[float], None] = time.sleep
+    kms: Any = None  # signs what is published with the account's signing key (none: unsigned, -c signing off)
 
 
 @dataclass
@@ -221,15 +224,28 @@ def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progre
     return name
 
 
-def publish_step(built: Sequence[Built], store: ObjectStore, progress: Progress) -> dict[str, str]:
-    """Step 3: every artifact, cpu-fp32 first (what serves wherever int8 is unproven)."""
+def publish_step(built: Sequence[Built], store: ObjectStore, progress: Progress, signer: Any = None) -> dict[str, str]:
+    """Step 3: every artifact (signed by `signer` when given), cpu-fp32 first (what serves where int8 is unproven)."""
     from .publish import publish
 
     published = {}
     for each in built:
         for target in sorted(each.artifacts, key=lambda t: t != FALLBACK_TARGET):
-            published["%s/%s" % (each.name, target)] = publish(each.artifacts[target], store, progress)
+            published["%s/%s" % (each.name, target)] = publish(each.artifacts[target], store, progress, signer)
     return published
+
+
+def signing_step(kms: Any, context: dict[str, str], progress: Progress) -> Any:
+    """The signer of step 3: the account's signing key (created once, like the bucket), which the stack is told
+    to trust with `-c signing_key`; None without a KMS client or with `-c signing=false`."""
+    from .sign import KmsSigner, ensure_signing_key
+
+    if kms is None or str(context.get("signing", "true")).lower() in ("false", "0", "no", "off"):
+        return None
+    arn = context.get("signing_key") or ensure_signing_key(kms)
+    context["signing_key"] = arn
+    progress("signing with %s" % arn)
+    return KmsSigner(arn, kms)
 
 
 def cdk_deploy_args(context: Mapping[str, str], outputs_file: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -303,7 +319,7 @@ def aws_seams() -> Seams:
     if not session.region_name:
         raise DeployFailed("no AWS region is configured: set AWS_REGION or run `aws configure` (cdk deploys there)")
     return Seams(s3=session.client("s3"), sts=session.client("sts"), secrets=session.client("secretsmanager"),
-                 run_cdk=cdk_runner())
+                 run_cdk=cdk_runner(), kms=session.client("kms"))
 
 
 def _step(number: int, run: Callable[[], T], progress: Progress) -> T:
@@ -334,7 +350,10 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
     bucket = _step(2, lambda: storage_step(seams.s3, seams.sts, context, progress), progress)
     context["artifact_bucket"] = bucket
     store = S3Store(bucket, context.get("artifact_prefix", DEFAULT_ARTIFACT_PREFIX).strip("/"), seams.s3)
-    published = _step(3, lambda: publish_step(built, store, progress), progress)
+    published = _step(3, lambda: publish_step(built, store, progress, signing_step(seams.kms, context, progress)),
+                      progress)
+    # What this deploy published is what its function version serves: a new artifact is a new version (canary).
+    context["artifact_pins"] = ",".join("%s=%s" % pair for pair in sorted(published.items()))
     outputs = _step(4, lambda: deploy_step(context, seams.run_cdk, request.cache / "deploy", request.cdk_args,
                                            progress), progress)
     gate = _step(5, lambda: gate_step(context, published, store, outputs), progress)
@@ -348,4 +367,4 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
 
 __all__ = ["DEFAULT_ARTIFACT_PREFIX", "OUTPUTS", "STACK_NAME", "STEPS", "Built", "Deployed", "Request", "Seams",
            "aws_seams", "build_step", "cdk_deploy_args", "cdk_runner", "deploy", "deploy_step", "gate_step",
-           "pipeline_builder", "plan_context", "publish_step", "storage_step"]
+           "pipeline_builder", "plan_context", "publish_step", "signing_step", "storage_step"]

@@ -8,7 +8,6 @@ rather than interleave.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,9 @@ from laya_serverless.errors import ArtifactError
 from laya_serverless.gate.regate import goldens_key, publish_goldens, record_gate
 from laya_serverless.gate.replay import GateReport, run_gate
 
+from .rollback import pointer_record
+from .sign import Signer, sign_artifact, upload_signatures
+
 
 def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expected: dict[str, Any]) -> None:
     store.upload(key, source)
@@ -30,9 +32,13 @@ def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expe
         verify_file(echo, name, expected, sha256=store.download(key, echo))
 
 
-def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], None] = lambda _m: None) -> str:
-    """Upload a verified artifact and point (checkpoint, target) at it; returns the artifact id."""
+def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], None] = lambda _m: None,
+            signer: Signer | None = None) -> str:
+    """Upload a verified artifact (signed by `signer` first, when given) with its signatures and point
+    (checkpoint, target) at it, keeping the artifacts it pointed at before (`rollback`); returns the artifact id."""
     manifest = verify_artifact(Path(artifact_dir))
+    if signer is not None:
+        progress("signed with key %s (%s)" % (sign_artifact(Path(artifact_dir), signer).stem[:12], signer.source))
     manifest_bytes = (Path(artifact_dir) / MANIFEST_FILE).read_bytes()
     artifact_id = sha256_file(Path(artifact_dir) / MANIFEST_FILE)
     checkpoint, target = manifest.checkpoint["name"], manifest.target
@@ -48,8 +54,9 @@ def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], No
         progress("artifact %s is already in %s" % (artifact_id, store.uri))
     if publish_goldens(Path(artifact_dir), manifest, store):
         progress("uploaded the goldens it was gated on (the deploy-time gate replays them)")
-    record = json.dumps({"artifact": artifact_id, "checkpoint": checkpoint, "target": target,
-                         "revision": manifest.revision}, sort_keys=True).encode()
+    for key in upload_signatures(Path(artifact_dir), artifact_id, store):  # before the pointer: a reader checks them
+        progress("uploaded its signature by key %s" % key[:12])
+    record = pointer_record(artifact_id, checkpoint, target, manifest.revision, before[0] if before else None)
     if not store.swap(pointer, record, before[1] if before else None):
         raise ArtifactError("the pointer %s moved while publishing %s; another publish won, nothing was overwritten"
                             % (pointer, artifact_id))

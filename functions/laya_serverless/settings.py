@@ -10,6 +10,7 @@ read once with the rest. Names are constants, shared with the CDK app.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,8 @@ JOBS_TIME_BUDGET = "LAYA_JOBS_TIME_BUDGET"
 JOBS_TOKEN_RATE = "LAYA_JOBS_TOKEN_RATE"
 BATCH_TIME_BUDGET = "LAYA_BATCH_TIME_BUDGET"
 BATCH_TOKEN_RATE = "LAYA_BATCH_TOKEN_RATE"
+ARTIFACT_KEYS = "LAYA_ARTIFACT_KEYS"
+ARTIFACT_PINS = "LAYA_ARTIFACT_PINS"
 
 _MANY = 10**9  # the upper bound of counts upstream leaves unbounded
 
@@ -74,6 +77,22 @@ def _deployed(text: str) -> dict[str, str]:
     if not deployed:
         raise Invalid("names no checkpoint (NAME or NAME=STORED_CHECKPOINT, comma-separated)")
     return deployed
+
+
+def _artifact_keys(text: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
+def _artifact_pins(text: str) -> dict[str, str]:
+    """CHECKPOINT/TARGET=ID pairs (a hub checkpoint keeps its owner/ prefix: the target is after the last /)."""
+    pins: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        pair, _, artifact_id = part.partition("=")
+        checkpoint, _, target = pair.strip().rpartition("/")
+        if not (checkpoint and target and re.fullmatch(r"[0-9a-f]{64}", artifact_id.strip())):
+            raise Invalid("entry %r: each is CHECKPOINT/TARGET=ARTIFACT_ID (a sha256)" % part)
+        pins[pair.strip()] = artifact_id.strip()
+    return pins
 
 
 def _store(text: str) -> str:
@@ -167,6 +186,15 @@ class Settings:
                                  "ONNX Runtime intra-op threads (unset or 0: sized to the CPU share)")
     spinning: bool = _field(SPINNING, Boolean(), False,
                             "ONNX Runtime's idle threads spin (off: under a CPU quota spinning burns granted time)")
+    # Signed artifacts and pinned versions (docs/artifacts.md#signatures, docs/deploy.md#safe-rollout-and-rollback)
+    artifact_keys: tuple[str, ...] = _field(
+        ARTIFACT_KEYS, Text("KMS key ARN or PEM public-key file,...", _artifact_keys), (),
+        "Trusted artifact signing keys; set, every served artifact needs a valid signature by one of them",
+        shown_default="none: signatures not checked")
+    artifact_pins: dict[str, str] = _field(
+        ARTIFACT_PINS, Text("CHECKPOINT/TARGET=ARTIFACT_ID,...", _artifact_pins), {},
+        "Serve these artifacts instead of following the store's pointers (a function version's own)",
+        shown_default="none: the pointers")
     # Batch jobs (docs/jobs.md)
     jobs_state_machine: str | None = _field(JOBS_STATE_MACHINE, Text("Step Functions ARN"), None,
                                             "Lambda: the Step Functions engine; unset: the local engine")

@@ -16,6 +16,15 @@ from . import constants as c
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
 _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
+_KMS_KEY_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+"
+
+
+def _pins(text: str) -> str:
+    """`LAYA_ARTIFACT_PINS` as the runtime reads it (refused here, at synth, the same way); kept as text."""
+    runtime.fields()["artifact_pins"].parse(text)
+    return text
+
+
 class ConfigError(ValueError):
     """A context value cannot be used; the message names the `-c` flag to fix."""
 
@@ -153,6 +162,17 @@ class DeployConfig:
                                   "A failing deploy gate rolls the deployment back", "true")
     graph_mb: int | None = _c("graph_mb", Integer(1, 4096), None,
                               "The largest deployed graph (MiB); the deploy command passes it", "626")
+    signing: bool = _c("signing", Boolean(), False,
+                       "Artifacts must be signed: the stack's KMS key (or signing_key) is trusted (docs/artifacts.md)",
+                       "true")
+    signing_key: str | None = _c("signing_key", Pattern(_KMS_KEY_ARN, "a KMS key ARN"), None,
+                                 "An existing KMS signing key to trust (implies signing; the deploy command's)",
+                                 "arn:aws:kms:eu-west-1:123456789012:key/<id>")
+    rollout: str = _c("rollout", Choice(c.ROLLOUTS, case_sensitive=True), c.DEFAULT_ROLLOUT,
+                      "How CodeDeploy moves the live alias to a new version (docs/deploy.md)", "all-at-once")
+    artifact_pins: str | None = _c("artifact_pins", Text("CHECKPOINT/TARGET=ID,...", _pins), None,
+                                   "The artifacts a version serves (LAYA_ARTIFACT_PINS); the deploy command passes it",
+                                   "demo/cpu-int8=<artifact id>")
     jobs_retention_days: int = _c("jobs_retention_days", Integer(1, c.MAX_JOBS_RETENTION_DAYS),
                                   c.DEFAULT_JOBS_RETENTION_DAYS, "Days after which job data (the bucket's "
                                   "`<artifact_prefix>/jobs/`) expires; the stack's own bucket", "30")
@@ -210,6 +230,7 @@ class DeployConfig:
             if raw is not None and (str(raw) != "" or field.default is None):
                 values[name] = _read(field, raw) if str(raw) != "" else None
         values.update(_warm_start(values))
+        values.update(_signing(values))
         values.update(_sized_for_graphs(values))
         values.update(_managed_instances(values))
         config = cls(**values)
@@ -235,6 +256,16 @@ def _warm_start(values: dict[str, Any]) -> dict[str, Any]:
                           "run SnapStart on provisioned instances (use %s to keep %d instances warm, or drop %s)"
                           % (_flag("snapstart", "false"), count, _flag("provisioned_concurrency", str(count))))
     return {"snapstart": False}
+
+
+def _signing(values: dict[str, Any]) -> dict[str, Any]:
+    """An existing key (`-c signing_key`) turns signing on; it cannot be named with signing off."""
+    if values.get("signing_key") is None:
+        return {}
+    if values.get("signing") is False:
+        raise ConfigError("context 'signing_key' names a key and 'signing' is false (drop %s)"
+                          % _flag("signing", "false"))
+    return {"signing": True}
 
 
 def memory_for_graph(graph_mb: int) -> int:

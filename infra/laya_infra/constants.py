@@ -44,10 +44,19 @@ LOG_RETENTION = "ONE_MONTH"                               # a logs.RetentionDays
 DEFAULT_DURATION_ALARM_MS = 10_000
 DEFAULT_INIT_ALARM_MS = 5_000
 METRIC_NAMESPACE = "LayaServerless"
+METRIC_SERVICE = "laya-serverless"                         # the `service` dimension Powertools gives EMF metrics
+API_5XX_RATE_ALARM = 0.01                                  # share of gateway answers, per 5 minutes
+API_4XX_RATE_ALARM = 0.25                                  # share of gateway answers, 3 periods of 5 minutes
 INIT_METRIC = "InitDurationMs"
 
 # The gateway invokes this alias of the API function: a published version (SnapStart or provisioned).
 ALIAS_NAME = "live"
+# Safe rollout (docs/deploy.md#safe-rollout): CodeDeploy shifts the live alias to a new version this way, and
+# rolls back on the alarms of degraded serving.
+ROLLOUTS = ("canary", "linear", "all-at-once")
+DEFAULT_ROLLOUT = "canary"
+# Artifact signing (docs/artifacts.md#signatures): the stack's KMS key, when it creates one.
+SIGNING_KEY_ALIAS = "alias/laya-serverless-artifact-signing"
 # Async invocations (an S3 or EventBridge event pointed at a function by mistake): no retry, short age,
 # then the failure record goes to the dead-letter queue.
 ASYNC_RETRY_ATTEMPTS = 0

@@ -55,6 +55,8 @@ def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret |
     }
     if secret is not None:
         environment[env.API_KEY_SECRET] = secret.secret.secret_arn
+    if config.artifact_pins:  # a new artifact is a new configuration, so a new version for the canary to shift to
+        environment[env.ARTIFACT_PINS] = config.artifact_pins
     return environment
 
 

@@ -20,6 +20,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
@@ -59,16 +60,21 @@ def gpu_environment(config: DeployConfig, gpu: GpuConfig, store_uri: str) -> dic
 
 class GpuEndpoint(Construct):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, gpu: GpuConfig,
-                 artifacts: ArtifactBucket, api: DecisionApi) -> None:
+                 artifacts: ArtifactBucket, api: DecisionApi, signing_key: kms.IKey | None = None) -> None:
+        """`signing_key`: the container refuses artifacts it did not sign (it may read its public key)."""
         super().__init__(scope, construct_id)
         image = ecr_assets.DockerImageAsset(
             self, "Image", directory=str(c.REPO_ROOT), file=c.GPU_DOCKERFILE, exclude=list(c.GPU_IMAGE_CONTEXT),
             ignore_mode=IgnoreMode.DOCKER, platform=ecr_assets.Platform.LINUX_AMD64)
         role = self._execution_role(image, gpu, artifacts)
+        environment = gpu_environment(config, gpu, artifacts.store_uri)
+        if signing_key is not None:
+            environment[env.ARTIFACT_KEYS] = signing_key.key_arn
+            role.add_to_policy(iam.PolicyStatement(actions=["kms:GetPublicKey"], resources=[signing_key.key_arn]))
         model = sagemaker.CfnModel(
             self, "Model", execution_role_arn=role.role_arn,
             primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image.image_uri, environment=gpu_environment(config, gpu, artifacts.store_uri)))
+                image=image.image_uri, environment=environment))
         model.node.add_dependency(role)   # CreateModel checks the image pull with the role's policy in place
         self.component: sagemaker.CfnInferenceComponent | None = None
         if gpu.scales_to_zero:

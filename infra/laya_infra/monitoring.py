@@ -1,10 +1,14 @@
-"""Alarms on the API function: errors, throttles, slow answers and slow cold starts (INIT time)."""
+"""Alarms on the API: the function's errors, throttles, slow answers and slow cold starts (INIT time); degraded
+serving (503 not ready, refused artifacts, int8 served on its FP32 fallback) from the runtime's EMF metrics; and
+the gateway's 5XX and 4XX rates. Every alarm notifies one SNS topic (docs/operations.md#alarms has a runbook line
+per alarm); `rollback_alarms` are the ones a canary rolls back on (`rollout.Rollout`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import CfnOutput, Duration
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_lambda as lambda_
@@ -13,16 +17,26 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from laya_serverless import observe
+
 from . import constants as c
 from .config import DeployConfig
 
 _PERIOD = Duration.minutes(5)
 
 
+def runtime_metric(name: str) -> cloudwatch.Metric:
+    """A count the runtime emits (EMF, `observe.metric`), as Powertools dimensions it: by service."""
+    return cloudwatch.Metric(namespace=c.METRIC_NAMESPACE, metric_name=name, statistic="Sum", period=_PERIOD,
+                             dimensions_map={"service": c.METRIC_SERVICE})
+
+
 class Alarms(Construct):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, function: lambda_.Function,
-                 log_group: logs.ILogGroup, others: Sequence[cloudwatch.Alarm] = ()) -> None:
-        """`others`: alarms made elsewhere (the jobs dead-letter queue's) that notify the same address."""
+                 log_group: logs.ILogGroup, others: Sequence[cloudwatch.Alarm] = (),
+                 api: apigw.RestApi | None = None) -> None:
+        """`others`: alarms made elsewhere (the jobs dead-letter queue's) that notify the same topic; `api`: the
+        gateway whose 5XX and 4XX rates are watched."""
         super().__init__(scope, construct_id)
         # Lambda publishes no INIT metric; its JSON platform report carries initDurationMs on cold starts.
         logs.MetricFilter(
@@ -56,8 +70,48 @@ class Alarms(Construct):
                 % config.init_alarm_ms,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
         ]
+        self.rollback_alarms = [self.alarms[0], *self._degraded_serving(), *self._gateway(api)]
+        # A restore on another CPU class is the platform's doing, not the new version's: notified, not rolled back.
+        switches = runtime_metric(observe.CLASS_SWITCHES).create_alarm(
+            self, "ClassSwitches", threshold=1, evaluation_periods=1,
+            alarm_description="A restored snapshot landed on another int8 CPU class and chose its artifacts again",
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+        self.alarms += [*self.rollback_alarms[1:], switches]
+        self.topic = sns.Topic(self, "Topic", enforce_ssl=True, display_name="laya-serverless alarms")
         if config.alarm_email:
-            topic = sns.Topic(self, "Topic", enforce_ssl=True)
-            topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
-            for alarm in [*self.alarms, *others]:
-                alarm.add_alarm_action(actions.SnsAction(topic))
+            self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+        for alarm in [*self.alarms, *others]:
+            alarm.add_alarm_action(actions.SnsAction(self.topic))
+        CfnOutput(self, "AlarmTopicArn", value=self.topic.topic_arn,
+                  description="Every alarm notifies this topic: aws sns subscribe --topic-arn <this> ...")
+
+    def _degraded_serving(self) -> list[cloudwatch.Alarm]:
+        """What a Lambda error never shows: the function answering 503, or serving less than it was deployed with."""
+        return [runtime_metric(name).create_alarm(
+            self, alarm_id, threshold=1, evaluation_periods=1, alarm_description=description,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
+            for alarm_id, name, description in (
+                ("NotReady", observe.NOT_READY,
+                 "Requests answered 503 not ready: the instance's artifacts were refused or missing at INIT"),
+                ("RefusedArtifacts", observe.REFUSED_ARTIFACTS,
+                 "An artifact was refused at load (missing, failed verification or signature, unproven int8)"),
+                ("TargetFallbacks", observe.TARGET_FALLBACKS,
+                 "A checkpoint serves its cpu-fp32 artifact: int8 is unproven on this CPU's int8 kernel class"))]
+
+    def _gateway(self, api: apigw.RestApi | None) -> list[cloudwatch.Alarm]:
+        """The share of gateway answers that are 5XX (the service failed) and 4XX (callers refused en masse)."""
+        if api is None:
+            return []
+        return [
+            api.metric_server_error(period=_PERIOD, statistic="Average").create_alarm(
+                self, "Gateway5xxRate", threshold=c.API_5XX_RATE_ALARM, evaluation_periods=1,
+                alarm_description="More than %g%% of API answers were 5XX" % (100 * c.API_5XX_RATE_ALARM),
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
+            api.metric_client_error(period=_PERIOD, statistic="Average").create_alarm(
+                self, "Gateway4xxRate", threshold=c.API_4XX_RATE_ALARM, evaluation_periods=3,
+                alarm_description="More than %g%% of API answers were 4XX for 15 minutes (keys, clients, limits)"
+                % (100 * c.API_4XX_RATE_ALARM),
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
+        ]

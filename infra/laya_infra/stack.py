@@ -1,5 +1,6 @@
-"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, and
-(unless `-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
+"""The stack: artifact bucket, API key secret, API function, REST API with a bearer authorizer, alarms, the
+rollout of new versions (CodeDeploy), with `-c signing=true` the artifact signing key, and (unless
+`-c jobs=false`) the batch-jobs engine: the jobs function, its state machine and dead-letter queue."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .jobs import JobsEngine
 from .managed_instances import ManagedInstances
 from .monitoring import Alarms
 from .operations import DeadLetters
+from .rollout import Rollout, SigningKey
 from .storage import ApiKeySecret, ArtifactBucket
 
 
@@ -35,7 +37,14 @@ class LayaServerlessStack(Stack):
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
-        Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [])
+        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [],
+                        api.api)
+        # A new version (new code, configuration or pinned artifacts) takes traffic gradually, rolled back on alarm.
+        Rollout(self, "Rollout", config, function.alias, alarms.rollback_alarms)
+        signing = SigningKey(self, "Signing", config) if config.signing else None
+        if signing is not None:  # artifacts must carry the signing key's signature, on the API and in jobs alike
+            for served in [function.function, *([jobs.function] if jobs else [])]:
+                signing.trust(served)
         if jobs is not None:
             jobs.connect_api(function.function, config.timeout_s, config.threads)
             for name, value, description in jobs.outputs():
@@ -50,7 +59,7 @@ class LayaServerlessStack(Stack):
                       description="Re-gate after publishing: aws lambda invoke --function-name <this> --payload "
                                   "file://gate.json (see docs/operations.md)")
         if gpu is not None:   # -c gpu=true: the CUDA container endpoint and its /gpu routes on the same API
-            endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api)
+            endpoint = GpuEndpoint(self, "Gpu", config, gpu, artifacts, api, signing.key if signing else None)
             CfnOutput(self, "GpuApiUrl", value=endpoint.url, description="Base URL of the Jev API on the GPU")
             CfnOutput(self, "GpuEndpointName", value=endpoint.endpoint.attr_endpoint_name)
 

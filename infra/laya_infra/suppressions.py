@@ -51,6 +51,12 @@ ECR_TOKEN = ("AwsSolutions-IAM5[Resource::*]",
              "ecr:GetAuthorizationToken has no resource-level permissions; image pulls are scoped to the "
              "asset repository")
 
+SIGNING_KEY_ROTATION = ("AwsSolutions-KMS5",
+                        "An asymmetric KMS key cannot rotate automatically; signing keys rotate by a new key trusted "
+                        "beside the old one (docs/artifacts.md#signatures)")
+CODEDEPLOY_ROLE = ("AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                   "AWSCodeDeployRoleForLambdaLimited]",
+                   "CodeDeploy's own role for Lambda traffic shifting: the AWS-managed policy limited to Lambda")
 MANAGED_EC2_OPERATOR = (
     "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AWSLambdaManagedEC2ResourceOperator]",
     "The policy AWS maintains for Lambda to launch, patch and retire a capacity provider's instances; its actions "

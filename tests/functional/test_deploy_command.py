@@ -183,7 +183,8 @@ def test_one_command_creates_the_bucket_publishes_deploys_and_answers(tiny_fp32:
                         str((tmp_path / "cache" / "deploy" / "cdk-outputs.json").resolve())]
     graph_mb = str(math.ceil((tiny_fp32 / "model.onnx").stat().st_size / 2**20))  # sizes the functions' memory
     assert fake.context() == {"arch": "x86_64", "prefix": "/laya", "deployed": "english=tiny-modernbert",
-                              "target": "cpu-fp32", "artifact_bucket": DEFAULT_BUCKET, "graph_mb": graph_mb}
+                              "target": "cpu-fp32", "artifact_bucket": DEFAULT_BUCKET, "graph_mb": graph_mb,
+                              "artifact_pins": "tiny-modernbert/cpu-fp32=%s" % pointer["artifact"]}
 
     # steps 5 and 6: no gate for FP32; /health and one decision through ApiUrl, keyed from Secrets Manager
     assert deployed.gate == ["cpu-fp32 needs no deploy gate"]

@@ -21,6 +21,8 @@ GRAPH_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 DECODE_CONFIG_FILE = "decode_config.json"
 MANIFEST_FILE = "manifest.json"
+# Signatures of the manifest, one file per key (`artifact.signature`): beside the manifest, never listed by it.
+SIGNATURES_DIR = "signatures"
 # The decision graph's contract: five inputs (dynamic rows, tokens, options) and two outputs.
 GRAPH_INPUTS = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
 GRAPH_OUTPUTS = ("logits", "act_logits")

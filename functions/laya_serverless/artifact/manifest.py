@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArtifactError
-from .layout import MANIFEST_FILE
+from .layout import MANIFEST_FILE, SIGNATURES_DIR
 
 SCHEMA = "laya-serverless/artifact/v1"
 _CHUNK = 1 << 20
@@ -68,7 +68,8 @@ class Manifest:
                 for v in files.values()):
             raise ArtifactError("%s lists no files, or a file without its sha256 and size" % where)
         for name in files:
-            if name == MANIFEST_FILE or Path(name).is_absolute() or ".." in Path(name).parts:
+            if name == MANIFEST_FILE or Path(name).is_absolute() or ".." in Path(name).parts \
+                    or Path(name).parts[:1] == (SIGNATURES_DIR,):
                 raise ArtifactError("%s names a file outside the artifact: %r" % (where, name))
         if not isinstance(raw.get("configuration"), dict) or "target" not in raw["configuration"]:
             raise ArtifactError("%s has no configuration" % where)
@@ -99,7 +100,7 @@ def verify_artifact(artifact_dir: Path, expected_id: str | None = None) -> Manif
     """Check the manifest (against `expected_id`, the sha256 of its bytes, when given) and every file it lists.
 
     Files in the directory that the manifest does not list are refused too: nothing unproven
-    may sit next to a proven graph.
+    may sit next to a proven graph. Signatures (`signatures/`) vouch for the manifest and are not listed by it.
     """
     artifact_dir = Path(artifact_dir)
     path = artifact_dir / MANIFEST_FILE
@@ -112,7 +113,8 @@ def verify_artifact(artifact_dir: Path, expected_id: str | None = None) -> Manif
     manifest = Manifest.parse(data, str(path))
     for name, expected in manifest.files.items():
         verify_file(artifact_dir / name, name, expected)
-    present = {p.relative_to(artifact_dir).as_posix() for p in artifact_dir.rglob("*") if p.is_file()}
+    present = {p.relative_to(artifact_dir).as_posix() for p in artifact_dir.rglob("*")
+               if p.is_file() and p.relative_to(artifact_dir).parts[:1] != (SIGNATURES_DIR,)}
     unlisted = sorted(present - set(manifest.files) - {MANIFEST_FILE})
     if unlisted:
         raise ArtifactError("artifact %s holds files its manifest does not list: %s"

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
 from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..artifact.targets import FALLBACK_TARGET
+from ..artifact.trust import trusted_artifact
 from ..core.cpu_share import CpuShare, size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
@@ -57,8 +58,8 @@ class Loaded:
 def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
                     placement: Placement, threads: Threads) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
-    artifact_id = published_id(store, stored, settings.target)
-    manifest = read_manifest(store, artifact_id)
+    artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
+                                             settings.artifact_pins)
     refused = unproven_on_this_gpu(manifest[1], artifact_id, store, here)
     if refused is not None:
         raise DeviceUnavailable(refused)
@@ -76,8 +77,8 @@ def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
     """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where its gate holds here,
     else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest decides first: an
     int8 artifact unproven here is refused before its graph moves."""
-    artifact_id = published_id(store, stored, settings.target)
-    manifest = read_manifest(store, artifact_id)
+    artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
+                                             settings.artifact_pins)
     refused = unproven_here(manifest[1], artifact_id, store, here)
     if refused is None:
         return artifact_id, manifest, None
@@ -85,8 +86,8 @@ def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
         raise ArtifactError(refused)
     _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
     try:
-        artifact_id = published_id(store, stored, FALLBACK_TARGET)
-        manifest = read_manifest(store, artifact_id)
+        artifact_id, manifest = trusted_artifact(store, stored, FALLBACK_TARGET, settings.artifact_keys,
+                                                 settings.artifact_pins)
     except ArtifactError as exc:
         raise ArtifactError("%s; and no %s artifact to serve instead: %s"
                             % (refused, FALLBACK_TARGET, exc)) from exc
@@ -193,6 +194,7 @@ def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
         return Assembled(None, Registry(), Loaded(), store, why)
     if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
+        observe.metric(observe.TARGET_FALLBACKS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
         share = loaded.served_on.cpu_share if loaded.served_on is not None else None

@@ -79,6 +79,8 @@ async def handle_refusal(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestError)
     if isinstance(error, Overloaded):
         observe.metric(observe.ADMISSION_REFUSALS)
+    elif isinstance(error, NotReady):
+        observe.metric(observe.NOT_READY)
     return refusal_response(error, _strict(request))
 
 

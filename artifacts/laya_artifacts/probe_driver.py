@@ -8,8 +8,9 @@ MODE:
 - answer CASES.jsonl: each case answered by the runtime's `Decider` (`{"id": answer}` or `{"error": message}`);
 - probabilities GOLDENS EMULATED_PY: each golden row's option and act probabilities (the int8 class check;
   EMULATED_PY is `laya_artifacts/emulated.py`, loaded on its own for its torch-free `class_probabilities`);
-- gate GOLDENS TARGET: the package's parity gate (`laya_artifacts.parity.run_gate`) on GOLDENS.
-It prints one line, MARK + JSON, with the CPython and CPU that ran it.
+- gate GOLDENS TARGET: the package's parity gate (`laya_artifacts.parity.run_gate`) on GOLDENS, and, when it
+  passes, the key the deploy-time gate would record it under (`regate.record_gate`, into a scratch store).
+It prints one line, MARK + JSON, with the CPython and CPU that ran it and the int8 class `/health` names.
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ def main(argv: list[str]) -> int:
     from laya_serverless import Decider
     from laya_serverless.artifact.layout import MANIFEST_FILE
     from laya_serverless.artifact.platform import cpu_profile, int8_kernels
+    from laya_serverless.http.devices import this_cpu_int8_kernels
 
     profile = cpu_profile()
     out = {"python": "CPython %s %s" % (platform.python_version(), platform.machine()), "cpu": profile,
-           "int8_kernels": int8_kernels(profile)}
+           "int8_kernels": int8_kernels(profile), "health_int8_kernels": this_cpu_int8_kernels()}
     path = Path(artifact)
     if mode == "gate":
         from laya_artifacts.goldens import load_goldens
@@ -66,7 +68,16 @@ def main(argv: list[str]) -> int:
 
         goldens, target = rest
         # repeat=False: bit-identical replay is not a property of the CPU class; the native gate checks it
-        out["report"] = run_gate(path, load_goldens(Path(goldens)), target, threads=1, repeat=False).as_dict()
+        report = run_gate(path, load_goldens(Path(goldens)), target, threads=1, repeat=False)
+        out["report"] = report.as_dict()
+        if report.passed:
+            import tempfile
+
+            from laya_artifacts.regate import record_gate
+            from laya_serverless.artifact.store import LocalStore
+
+            with tempfile.TemporaryDirectory() as scratch:
+                out["gate_record_key"] = record_gate(LocalStore(Path(scratch)), "0" * 64, report)
     else:
         decider = Decider.from_artifact(path, verify=(path / MANIFEST_FILE).exists(), threads=1)
         if mode == "answer":

@@ -204,7 +204,8 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
     build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
                        help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
     build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
-                       help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
+                       help="do not prove the AVX2 class, nor the arm64 ones where the arm64 package is built, "
+                       "under qemu (they are then left to the deploy-time gate)")
     build.add_argument("--research", action="store_true",
                        help="search again even where a search record holds this search's decision")
 

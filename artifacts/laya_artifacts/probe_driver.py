@@ -16,17 +16,18 @@ It prints one line, MARK + JSON, with the CPython and CPU that ran it and the in
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 MARK = "laya-probe:"
 CONTROLS = ("max_len", "head_max_len", "min_confidence")
 
 
-def _answer_cases(decider, lines):  # type: ignore[no-untyped-def]
+def _answer_cases(decider: Any, lines: list[str]) -> dict[str, Any]:
     import json
 
     from laya_serverless.errors import LayaError
 
-    answers = {}
+    answers: dict[str, Any] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
     from laya_serverless.http.devices import this_cpu_int8_kernels
 
     profile = cpu_profile()
-    out = {"python": "CPython %s %s" % (platform.python_version(), platform.machine()), "cpu": profile,
+    out: dict[str, Any] = {"python": "CPython %s %s" % (platform.python_version(), platform.machine()), "cpu": profile,
            "int8_kernels": int8_kernels(profile), "health_int8_kernels": this_cpu_int8_kernels()}
     path = Path(artifact)
     if mode == "gate":

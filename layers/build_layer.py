@@ -10,8 +10,8 @@ from is Debian 13's 3.13 (`layers/aarch64_python.py`; docs/deploy.md, "arm64").
             manylinux wheels for the arch's CPython (`pip --target --platform ... --only-binary=:all:`,
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
-- function: `<out>/<arch>/function/` — the runtime package, plus the torch-free modules of laya_artifacts
-            that replay the gate (the deploy-time gate function runs them on Lambda's own CPU);
+- function: `<out>/<arch>/function/` — the runtime package, whole (its `gate` subpackage replays the gate
+            torch-free on Lambda's own CPU for the deploy-time gate function); nothing of the build side;
 - runtime:  `<out>/<arch>/runtime/` — not deployed: the runtime interface client (`awslambdaric`, pinned
             in pyproject's `lambda-runtime` extra) standing for the managed runtime's `/var/runtime` in
             the tests that run the package as Lambda runs it (tests/cloud/test_lambda_runtime.py).
@@ -44,8 +44,6 @@ PLATFORMS = {
 TRIM = ["onnxruntime/tools", "onnxruntime/transformers", "onnxruntime/quantization", "onnxruntime/datasets",
         "bin", "numpy/_pyinstaller", "numpy/f2py", "numpy/typing/tests", "huggingface_hub", "hf_xet"]
 TEST_DIRS = ("tests", "test", "testing")
-# The deploy-time gate (laya_artifacts.regate) and what it imports; none of them imports torch.
-GATE_MODULES = ("__init__.py", "regate.py", "parity.py", "gate_corpus.py", "goldens.py")
 # The Lambda runtime each architecture's package is built for (infra/laya_infra/constants.py declares the same).
 PYTHON_VERSIONS = {"x86_64": "3.12", "arm64": "3.13"}
 
@@ -124,10 +122,6 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     function = target / "function"
     shutil.copytree(ROOT / "functions" / "laya_serverless", function / "laya_serverless",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    gate = function / "laya_artifacts"
-    gate.mkdir()
-    for module in GATE_MODULES:
-        shutil.copy(ROOT / "artifacts" / "laya_artifacts" / module, gate / module)
     if python312:
         say("compiling .pyc with %s" % python312)
         for tree in (site, function):
@@ -153,8 +147,8 @@ def build(arch: str, out: Path, python312: str | None) -> int:
             % ("Python 3.12" if arch == "x86_64" else "aarch64 CPython"))
     else:
         command, which = runner
-        probe = ("import sys, json, platform, laya_serverless.handler, laya_serverless.jobs.handler, "
-                 "laya_artifacts.regate, onnxruntime, tokenizers; "
+        probe = ("import sys, json, platform, laya_serverless.lambda_edge.api_handler, "
+                 "laya_serverless.lambda_edge.jobs_handler, laya_serverless.gate.regate, onnxruntime, tokenizers; "
                  "t = tokenizers.Tokenizer.from_str(json.dumps({'version': '1.0', 'model': {'type': 'WordLevel', "
                  "'vocab': {'[UNK]': 0, 'hi': 1}, 'unk_token': '[UNK]'}, 'pre_tokenizer': {'type': 'Whitespace'}})); "
                  "assert t.encode('hi there').ids == [1, 0]; "

@@ -8,8 +8,9 @@ MODE:
 - answer CASES.jsonl: each case answered by the runtime's `Decider` (`{"id": answer}` or `{"error": message}`);
 - probabilities GOLDENS EMULATED_PY: each golden row's option and act probabilities (the int8 class check;
   EMULATED_PY is `laya_artifacts/emulated.py`, loaded on its own for its torch-free `class_probabilities`);
-- gate GOLDENS TARGET: the package's parity gate (`laya_artifacts.parity.run_gate`) on GOLDENS, and, when it
-  passes, the key the deploy-time gate would record it under (`regate.record_gate`, into a scratch store).
+- gate GOLDENS TARGET: the package's torch-free gate (`laya_serverless.gate.replay.run_gate`) on GOLDENS, and,
+  when it passes, the key the deploy-time gate would record it under (`gate.regate.record_gate`, into a scratch
+  store).
 It prints one line, MARK + JSON, with the CPython and CPU that ran it and the int8 class `/health` names.
 """
 
@@ -45,6 +46,13 @@ def _answer_cases(decider: Any, lines: list[str]) -> dict[str, Any]:
     return answers
 
 
+def _goldens(path: str) -> Any:
+    """A goldens.json (what `laya_artifacts.goldens.write_goldens` wrote: the build side is not in the package)."""
+    import json
+
+    return json.loads(open(path, encoding="utf-8").read())
+
+
 def main(argv: list[str]) -> int:
     layer, function, mode, artifact, *rest = argv
     sys.path[:0] = [layer, function]
@@ -53,7 +61,7 @@ def main(argv: list[str]) -> int:
     import platform
     from pathlib import Path
 
-    import laya_serverless.handler  # noqa: F401  (the deployed entry point must import)
+    import laya_serverless.lambda_edge.api_handler  # noqa: F401  (the deployed entry point must import)
     from laya_serverless import Decider
     from laya_serverless.artifact.layout import MANIFEST_FILE
     from laya_serverless.artifact.platform import cpu_profile, int8_kernels
@@ -64,18 +72,17 @@ def main(argv: list[str]) -> int:
            "int8_kernels": int8_kernels(profile), "health_int8_kernels": this_cpu_int8_kernels()}
     path = Path(artifact)
     if mode == "gate":
-        from laya_artifacts.goldens import load_goldens
-        from laya_artifacts.parity import run_gate
+        from laya_serverless.gate.replay import run_gate
 
         goldens, target = rest
         # repeat=False: bit-identical replay is not a property of the CPU class; the native gate checks it
-        report = run_gate(path, load_goldens(Path(goldens)), target, threads=1, repeat=False)
+        report = run_gate(path, _goldens(goldens), target, threads=1, repeat=False)
         out["report"] = report.as_dict()
         if report.passed:
             import tempfile
 
-            from laya_artifacts.regate import record_gate
             from laya_serverless.artifact.store import LocalStore
+            from laya_serverless.gate.regate import record_gate
 
             with tempfile.TemporaryDirectory() as scratch:
                 out["gate_record_key"] = record_gate(LocalStore(Path(scratch)), "0" * 64, report)
@@ -84,14 +91,12 @@ def main(argv: list[str]) -> int:
         if mode == "answer":
             out["answers"] = _answer_cases(decider, Path(rest[0]).read_text(encoding="utf-8").splitlines())
         elif mode == "probabilities":
-            from laya_artifacts.goldens import load_goldens
-
             goldens, emulated_py = rest
             spec = importlib.util.spec_from_file_location("laya_probe_emulated", emulated_py)
             assert spec is not None and spec.loader is not None
             emulated = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(emulated)
-            out["probabilities"] = emulated.class_probabilities(decider, load_goldens(Path(goldens))["rows"])
+            out["probabilities"] = emulated.class_probabilities(decider, _goldens(goldens)["rows"])
         else:
             raise SystemExit("unknown mode %r" % mode)
     print(MARK + json.dumps(out))

@@ -16,7 +16,7 @@ PYTHON_RUNTIME = "python3.12"                              # the layer is built 
 # aarch64 CPython its probe runs under emulation (layers/build_layer.py PYTHON_VERSIONS; docs/deploy.md, "arm64").
 # The stdlib-only functions (authorizer, GPU proxy) keep PYTHON_RUNTIME.
 PACKAGE_RUNTIMES = {"x86_64": PYTHON_RUNTIME, "arm64": "python3.13"}
-HANDLER = "laya_serverless.handler.handler"
+HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 AUTHORIZER_HANDLER = "authorizer.handler"
 
 ARCHITECTURES = ("x86_64", "arm64")
@@ -58,7 +58,7 @@ ASYNC_RETRY_ATTEMPTS = 0
 ASYNC_MAX_EVENT_AGE_S = 3600
 DLQ_RETENTION_DAYS = 14
 # Batch jobs (docs/jobs.md): the jobs function, its Step Functions engine and the shard sizing it is told.
-JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+JOBS_HANDLER = "laya_serverless.lambda_edge.jobs_handler.handler"
 DEFAULT_JOBS_MEMORY_MB = 2048
 DEFAULT_JOBS_TIMEOUT_S = 300
 MAX_JOBS_TIMEOUT_S = 900                                   # Lambda's own limit
@@ -70,7 +70,8 @@ JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission
 JOBS_DLQ_RETENTION_DAYS = 14
 JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
 # The splitter's row tokens a second one vCPU answers: the demo's FP32 graph measured at 512 on this project's
-# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own (scripts/bench_jobs.py prints it).
+# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own
+# (`laya-artifacts bench jobs` prints it).
 TOKEN_RATE_PER_VCPU = 500
 SYNC_BUDGET_MARGIN_S = 4                                   # of the API timeout: kept for fetch, decode, answer
 

@@ -26,7 +26,7 @@ from constructs import Construct
 
 from laya_serverless import settings as env
 from laya_serverless.jobs import stepfunctions as task
-from laya_serverless.jobs.layout import INPUT_PREFIX, JOBS_PREFIX, OUTPUT_PREFIX
+from laya_serverless.jobs.store_keys import INPUT_PREFIX, JOBS_PREFIX, OUTPUT_PREFIX
 
 from . import constants as c
 from .config import DeployConfig
@@ -111,7 +111,7 @@ def jobs_environment(config: DeployConfig, artifacts: ArtifactBucket, state_mach
     """What the jobs function reads: the API's deployment settings, the engine, and how to size shards."""
     environment = {k: v for k, v in api_environment(config, artifacts.store_uri, None).items()
                    if k not in (env.API_BASE_PATH, env.ROOT_PATH)}
-    environment.update({env.THREADS: str(config.jobs_threads), env.JOBS_STATE_MACHINE: state_machine_arn,
+    environment.update({env.JOBS_STATE_MACHINE: state_machine_arn,
                         **shard_sizing(config)})
     return environment
 

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -65,16 +64,10 @@ class PolicyAside:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from moto import mock_aws
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", REGION)):
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        clients = {name: boto3.client(service, region_name=REGION)
-                   for name, service in (("s3", "s3"), ("sts", "sts"), ("secrets", "secretsmanager"))}
-        yield {**clients, "s3": PolicyAside(clients["s3"])}
+def aws(moto_aws: Any) -> Iterator[dict[str, Any]]:
+    services = (("s3", "s3"), ("sts", "sts"), ("secrets", "secretsmanager"))
+    clients = {name: moto_aws(service) for name, service in services}
+    yield {**clients, "s3": PolicyAside(clients["s3"])}
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
@@ -100,8 +93,8 @@ class Cloud:
     def __call__(self, args: Sequence[str]) -> int:
         from laya_infra.config import DeployConfig
         from laya_infra.functions import api_environment
-        from laya_serverless.handler import make_handler
-        from laya_serverless.local import ApiGatewayFront
+        from laya_serverless.lambda_edge.api_handler import make_handler
+        from laya_serverless.local_edge.start_api import ApiGatewayFront
         from tests.infra.conftest import stub_assets
 
         self.calls.append(list(args))

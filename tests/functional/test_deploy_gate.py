@@ -1,4 +1,4 @@
-"""The deploy-time gate (laya_artifacts.regate): replay a published artifact's own corpus where it serves."""
+"""The deploy-time gate (laya_serverless.gate.regate): replay a published artifact's own corpus where it serves."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from laya_artifacts.publish import publish
-from laya_artifacts.regate import goldens_key, goldens_sidecar, handler, regate_published
 from laya_serverless import ArtifactError
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.gate.regate import goldens_key, goldens_sidecar, handler, regate_published
 
 
 def _event(store: Path, request: str = "Create", strict: bool = False, **pair: str) -> dict[str, Any]:
@@ -114,8 +114,8 @@ def test_a_pass_on_a_gpu_is_recorded_under_the_gpu_s_class_where_the_container_r
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from laya_artifacts import regate
     from laya_serverless.artifact.gpu import gpu_key, unproven_on_this_gpu
+    from laya_serverless.gate import regate
 
     l4 = {"gpu": {"name": "NVIDIA L4"}, "gpu_count": 1, "onnxruntime": "1.32.0"}
     monkeypatch.setattr(regate, "gpu_profile", lambda: l4)

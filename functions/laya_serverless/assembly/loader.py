@@ -1,0 +1,202 @@
+"""The deployment, assembled from settings: every deployed artifact fetched, verified and proven for this machine.
+
+Runs once per process: Lambda INIT, a server's start, a jobs worker's start; the app and the worker
+call the same `assemble_deployment`. If an artifact is missing or refused, the result says why
+(`unavailable`) and holds no deployment: decision routes answer 503 and `/health` says not ready,
+shards fail and are given up. Never a silent fallback to another model. An int8 artifact whose gate
+never ran on this CPU's int8 kernels is not served: the same checkpoint's cpu-fp32 artifact is, and
+`target_fallbacks` says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import observe
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
+from ..artifact.manifest import Manifest
+from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
+from ..artifact.store import ObjectStore, open_store
+from ..artifact.targets import FALLBACK_TARGET
+from ..core.cpu_share import CpuShare, size_threads
+from ..core.decider import Decider
+from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
+from ..core.session import Threads
+from ..errors import ArtifactError, DeviceUnavailable
+from ..protocol.deployment import Deployment, ServedOn
+from ..protocol.routing import Registry, canonical_name
+from ..settings import Settings
+
+_log = logging.getLogger("laya_serverless")
+UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
+CpuReader = Callable[[], dict[str, Any]]  # this CPU's profile (`artifact.cpu.cpu_profile`); tests pass another
+
+
+
+
+@dataclass
+class Loaded:
+    """What a deployment loaded: deciders and revisions by routing name, and where it served another target."""
+
+    deciders: dict[str, Decider] = field(default_factory=dict)
+    revisions: dict[str, str | None] = field(default_factory=dict)
+    fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
+    catalog: dict[str, dict[str, str]] = field(default_factory=dict)  # GET /v1/models entries
+    served_on: ServedOn | None = None  # the CPU class they were chosen for, each artifact, the threads' sizing
+
+
+def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+                    placement: Placement, threads: Threads) -> tuple[Decider, Manifest, str]:
+    """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
+    artifact_id = published_id(store, stored, settings.target)
+    manifest = read_manifest(store, artifact_id)
+    refused = unproven_on_this_gpu(manifest[1], artifact_id, store, here)
+    if refused is not None:
+        raise DeviceUnavailable(refused)
+    # On disk, never in memory: a granted CPU retry opens the graph again later, on the first out-of-memory.
+    fetched = fetch_verified(store, artifact_id, manifest, cache)
+    decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False,
+                                    device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
+                                    placement=placement)
+    return decider, fetched.manifest, artifact_id
+
+
+def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
+                    here: dict[str, Any]) -> tuple[str, tuple[bytes, Manifest], dict[str, str] | None]:
+    """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where its gate holds here,
+    else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest decides first: an
+    int8 artifact unproven here is refused before its graph moves."""
+    artifact_id = published_id(store, stored, settings.target)
+    manifest = read_manifest(store, artifact_id)
+    refused = unproven_here(manifest[1], artifact_id, store, here)
+    if refused is None:
+        return artifact_id, manifest, None
+    if settings.target == FALLBACK_TARGET:
+        raise ArtifactError(refused)
+    _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
+    try:
+        artifact_id = published_id(store, stored, FALLBACK_TARGET)
+        manifest = read_manifest(store, artifact_id)
+    except ArtifactError as exc:
+        raise ArtifactError("%s; and no %s artifact to serve instead: %s"
+                            % (refused, FALLBACK_TARGET, exc)) from exc
+    return artifact_id, manifest, {"served": FALLBACK_TARGET, "reason": refused}
+
+
+def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], settings: Settings,
+                  cache: Path, threads: Threads) -> tuple[Decider, Manifest]:
+    """Fetch a chosen CPU artifact verified and open its decider."""
+    fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
+    try:  # fetch verified every file
+        decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph)
+    finally:
+        fetched.release()
+    return decider, fetched.manifest
+
+
+def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+              placement: Placement = ONNXRUNTIME,
+              threads: Threads = None) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
+    if settings.device != CPU:
+        on_device, proven, device_artifact = _load_on_device(store, stored, settings, cache, here, placement,
+                                                             threads)
+        return on_device, proven, None, device_artifact
+    artifact_id, manifest, fallback = choose_artifact(store, stored, settings, here)
+    decider, proven = open_artifact(store, artifact_id, manifest, settings, cache, threads)
+    return decider, proven, fallback, artifact_id
+
+
+def process_share(settings: Settings) -> CpuShare:
+    """This process's threads (`core.cpu_share`): the local jobs engine's worker processes share the quota."""
+    local_workers = settings.jobs_workers if settings.jobs_state_machine is None else 1
+    share = size_threads(settings.threads, settings.spinning, local_workers)
+    _log.info("ONNX Runtime: %d intra-op threads (%s; CPU quota %s vCPUs from %s, %d usable cores, %d processes), "
+              "spinning %s", share.threads, share.threads_from,
+              "none" if share.quota_vcpus is None else "%.2f" % share.quota_vcpus, share.quota_from,
+              share.usable_cores, share.processes, "on" if share.spinning else "off")
+    return share
+
+
+def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME,
+                  share: CpuShare | None = None, cpu: CpuReader = cpu_profile) -> Loaded:
+    """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
+    or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
+    require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
+    cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
+    share = share or process_share(settings)
+    profile = cpu()
+    here = profile if settings.device == CPU else gpu_profile()
+    served_on = ServedOn(int8_kernels(profile), {}, share)
+    loaded = Loaded(served_on=served_on)
+    for name, stored in settings.deployed.items():
+        key = canonical_name(name)
+        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement,
+                                                             share.threading())
+        loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
+        served_on.artifacts[key] = (stored, artifact_id, manifest.target)
+        loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
+        _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
+        if fallback is not None:
+            loaded.fallbacks[key] = fallback
+    return loaded
+
+
+def describe(name: str, stored: str, artifact_id: str, manifest: Manifest,
+             today: dt.date | None = None) -> dict[str, str]:
+    """One `/v1/models` entry for a loaded artifact."""
+    created = manifest.raw.get("created")
+    day = created[:10] if isinstance(created, str) and len(created) >= 10 else (today or dt.date.today()).isoformat()
+    revision = manifest.revision
+    return {"name": name,
+            "description": "Laya typed decisions (choice, score, noul): checkpoint %s, target %s, artifact %s%s"
+                           % (stored, manifest.target, artifact_id[:12],
+                              ", revision %s" % revision[:12] if revision else ""),
+            "release_date": day}
+
+
+
+@dataclass
+class Assembled:
+    """A process's deployment (None when `unavailable` says why not), the registry it routes with, what it loaded."""
+
+    deployment: Deployment | None
+    registry: Registry
+    loaded: Loaded
+    store: ObjectStore
+    unavailable: str | None = None
+
+
+def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
+                        placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile) -> Assembled:
+    """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
+    process's one `store` (opened here from `settings.store` when the edge passed none)."""
+    store = open_store(settings.store) if store is None else store
+    try:
+        loaded = load_deciders(settings, store, placement, cpu=cpu)
+    except ArtifactError as exc:
+        _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
+        observe.metric(observe.REFUSED_ARTIFACTS)
+        # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
+        why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
+        return Assembled(None, Registry(), Loaded(), store, why)
+    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
+        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
+
+    def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
+        share = loaded.served_on.cpu_share if loaded.served_on is not None else None
+        again = load_deciders(settings, store, placement, share, cpu)
+        if deployment.served_on is not None and again.served_on is not None:  # chosen again, for today's CPU
+            deployment.served_on.cpu_class = again.served_on.cpu_class
+            deployment.served_on.artifacts = again.served_on.artifacts
+        return again.deciders, again.revisions
+
+    registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
+    deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
+                            loaded.fallbacks, loaded.served_on)
+    return Assembled(deployment, registry, loaded, store)

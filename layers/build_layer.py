@@ -1,10 +1,14 @@
-"""Build the Lambda runtime-dependency layer and the function asset for the Python 3.12 runtime.
+"""Build the Lambda runtime-dependency layer and the function asset for the arch's Python runtime.
 
-    python layers/build_layer.py [--arch x86_64|arm64] [--out build/lambda] [--python PATH_TO_PYTHON3.12]
+    python layers/build_layer.py [--arch x86_64|arm64] [--out build/lambda] [--python PATH_TO_PYTHON3.X]
+
+The runtime is python3.12 on x86_64 and python3.13 on arm64 (`PYTHON_VERSIONS`): the arm64 package is run
+before deploy by an aarch64 CPython under emulation, and the only one packaged where this project installs
+from is Debian 13's 3.13 (`layers/aarch64_python.py`; docs/deploy.md, "arm64").
 
 - layer:    `<out>/<arch>/layer/python/` — the runtime dependencies of pyproject.toml as hash-locked in
             `layers/requirements.lock` (`python layers/lock.py` writes it), installed from manylinux wheels
-            for CPython 3.12 (`pip --require-hashes --no-deps --target --platform ... --only-binary=:all:`,
+            for the arch's CPython (`pip --require-hashes --no-deps --target --platform ... --only-binary=:all:`,
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
 - function: `<out>/<arch>/function/` — the runtime package, whole (its `gate` subpackage replays the gate
@@ -14,8 +18,9 @@
             the tests that run the package as Lambda runs it (tests/cloud/test_lambda_runtime.py).
 
 Fails when layer + function exceed what Lambda accepts unzipped (250 MB) and prints the sizes.
-On x86_64 with a Python 3.12 at hand it then imports the real handler module from the build,
-with torch and transformers absent.
+Then it imports the real handler module from the build, with torch and transformers absent: on x86_64 with
+a Python 3.12 at hand; on arm64 with the aarch64 CPython of `layers/aarch64_python.py` (once fetched) under
+`qemu-aarch64-static -cpu neoverse-n1` (Graviton2).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ PLATFORMS = {
 TRIM = ["onnxruntime/tools", "onnxruntime/transformers", "onnxruntime/quantization", "onnxruntime/datasets",
         "bin", "numpy/_pyinstaller", "numpy/f2py", "numpy/typing/tests", "huggingface_hub", "hf_xet"]
 TEST_DIRS = ("tests", "test", "testing")
+# The Lambda runtime each architecture's package is built for (infra/laya_infra/constants.py declares the same).
+PYTHON_VERSIONS = {"x86_64": "3.12", "arm64": "3.13"}
 
 
 def runtime_requirements() -> list[str]:
@@ -56,13 +63,14 @@ def interface_client_requirements() -> list[str]:
     return list(project["optional-dependencies"]["lambda-runtime"])
 
 
-def pip_install_for_lambda(site: Path, platforms: list[str], requirements: list[str]) -> None:
-    subprocess.run(pip_command(site, platforms, requirements), check=True)
+def pip_install_for_lambda(site: Path, platforms: list[str], requirements: list[str],
+                           python_version: str = "3.12") -> None:
+    subprocess.run(pip_command(site, platforms, requirements, python_version), check=True)
 
 
-def pip_command(site: Path, platforms: list[str], requirements: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), "--python-version", "3.12",
-            "--implementation", "cp", "--only-binary=:all:", *platforms, *requirements]
+def pip_command(site: Path, platforms: list[str], requirements: list[str], python_version: str = "3.12") -> list[str]:
+    return [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), "--python-version",
+            python_version, "--implementation", "cp", "--only-binary=:all:", *platforms, *requirements]
 
 
 def locked_requirements(lock: Path = LOCK_FILE, pins: dict[str, str] | None = None) -> list[str]:
@@ -72,17 +80,34 @@ def locked_requirements(lock: Path = LOCK_FILE, pins: dict[str, str] | None = No
     return ["--require-hashes", "--no-deps", "-r", str(lock)]
 
 
-def find_python312(explicit: str | None) -> str | None:
+def find_python(explicit: str | None, version: str = "3.12") -> str | None:
+    """A host CPython of `version` (it compiles the .pyc: bytecode is the same on every architecture)."""
     if explicit:
         return explicit
-    found = shutil.which("python3.12")
-    pyenv = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/python3.12")))
+    found = shutil.which("python%s" % version)
+    pyenv = sorted(glob.glob(str(Path.home() / (".pyenv/versions/%s*/bin/python%s" % (version, version)))))
     candidates = ([found] if found else []) + pyenv
     for candidate in candidates:
-        if subprocess.run([candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"],
-                          capture_output=True).returncode == 0:
+        check = "import sys; assert '%%d.%%d' %% sys.version_info[:2] == %r" % version
+        if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
             return candidate
     return None
+
+
+def find_python312(explicit: str | None) -> str | None:
+    return find_python(explicit, "3.12")
+
+
+def import_runner(arch: str, compiler: str | None) -> tuple[list[str], str] | None:
+    """The command that runs the built package's Python for the import probe, and what it is; None when absent.
+    x86_64: the host's CPython 3.12; arm64: the pinned aarch64 CPython 3.13 under an emulated Graviton2."""
+    if arch == "x86_64":
+        return ([compiler], "Python 3.12") if compiler else None
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from aarch64_python import GRAVITON2, QEMU, emulated_python
+
+    command = emulated_python(GRAVITON2)
+    return (command, "aarch64 CPython 3.13 under %s -cpu %s" % (QEMU, GRAVITON2)) if command else None
 
 
 def size_of(path: Path) -> int:
@@ -94,6 +119,8 @@ def say(message: str) -> None:
 
 
 def build(arch: str, out: Path, python312: str | None) -> int:
+    """`python312`: the host CPython that compiles the .pyc, of the arch's version (`PYTHON_VERSIONS`)."""
+    version = PYTHON_VERSIONS[arch]
     target = out / arch
     if target.exists():
         shutil.rmtree(target)
@@ -104,10 +131,10 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     except LockError as exc:
         say("error: %s" % exc)
         return 1
-    say("installing %s (%s) for CPython 3.12 %s into %s" % (", ".join(runtime_requirements()), LOCK_FILE.name,
-                                                           arch, site))
-    pip_install_for_lambda(site, platforms, locked)
-    pip_install_for_lambda(target / "runtime", platforms, interface_client_requirements())
+    say("installing %s (%s) for CPython %s %s into %s" % (", ".join(runtime_requirements()), LOCK_FILE.name,
+                                                         version, arch, site))
+    pip_install_for_lambda(site, platforms, locked, version)
+    pip_install_for_lambda(target / "runtime", platforms, interface_client_requirements(), version)
     for relative in TRIM:
         shutil.rmtree(site / relative, ignore_errors=True)
     for path in sorted(site.rglob("*"), reverse=True):
@@ -122,7 +149,8 @@ def build(arch: str, out: Path, python312: str | None) -> int:
             subprocess.run([python312, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
                             str(tree)], check=True)
     else:
-        say("warning: no Python 3.12 found (pass --python); the layer ships without .pyc, so imports are slower")
+        say("warning: no Python %s found (pass --python); the layer ships without .pyc, so imports are slower"
+            % version)
     layer_mb, function_mb = size_of(target / "layer") / 2**20, size_of(function) / 2**20
     total = size_of(target / "layer") + size_of(function)
     say("unzipped sizes: layer %.1f MB, function %.2f MB, total %.1f MB of %d MB allowed"
@@ -134,21 +162,26 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     if total > LAMBDA_UNZIPPED_LIMIT:
         say("error: over Lambda's unzipped limit by %.1f MB" % ((total - LAMBDA_UNZIPPED_LIMIT) / 2**20))
         return 1
-    if arch == "x86_64" and python312:
-        probe = ("import sys, json, laya_serverless.lambda_edge.api_handler, laya_serverless.lambda_edge.jobs_handler, "
-                 "laya_serverless.gate.regate, "
-                 "onnxruntime, tokenizers; "
+    runner = import_runner(arch, python312)
+    if runner is None:
+        say("not imported: no %s here (arm64: `python layers/aarch64_python.py`, qemu-user-static)"
+            % ("Python 3.12" if arch == "x86_64" else "aarch64 CPython"))
+    else:
+        command, which = runner
+        probe = ("import sys, json, platform, laya_serverless.lambda_edge.api_handler, "
+                 "laya_serverless.lambda_edge.jobs_handler, laya_serverless.gate.regate, onnxruntime, tokenizers; "
                  "t = tokenizers.Tokenizer.from_str(json.dumps({'version': '1.0', 'model': {'type': 'WordLevel', "
                  "'vocab': {'[UNK]': 0, 'hi': 1}, 'unk_token': '[UNK]'}, 'pre_tokenizer': {'type': 'Whitespace'}})); "
                  "assert t.encode('hi there').ids == [1, 0]; "
                  "assert 'CPUExecutionProvider' in onnxruntime.get_available_providers(); "
-                 "assert not {'torch', 'transformers', 'huggingface_hub'} & set(sys.modules); print('imports ok')")
-        done = subprocess.run([python312, "-I", "-c", "import sys; sys.path[:0] = sys.argv[1:3]; exec(sys.argv[3])",
+                 "assert not {'torch', 'transformers', 'huggingface_hub'} & set(sys.modules); "
+                 "print('imports ok on CPython %s %s' % (platform.python_version(), platform.machine()))")
+        done = subprocess.run([*command, "-I", "-c", "import sys; sys.path[:0] = sys.argv[1:3]; exec(sys.argv[3])",
                                str(site), str(function), probe], capture_output=True, text=True)
         if done.returncode != 0:
             say("error: the handler does not import from the build:\n%s" % done.stderr[-2000:])
             return 1
-        say("the handler imports from the build with Python 3.12: %s" % done.stdout.strip())
+        say("the handler imports from the build with %s: %s" % (which, done.stdout.strip()))
     return 0
 
 
@@ -156,9 +189,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
     parser.add_argument("--out", default=str(ROOT / "build" / "lambda"))
-    parser.add_argument("--python", help="a Python 3.12 interpreter, to compile .pyc for the Lambda runtime")
+    parser.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
+                        "arm64), to compile .pyc for the Lambda runtime")
     args = parser.parse_args()
-    return build(args.arch, Path(args.out), find_python312(args.python))
+    return build(args.arch, Path(args.out), find_python(args.python, PYTHON_VERSIONS[args.arch]))
 
 
 if __name__ == "__main__":

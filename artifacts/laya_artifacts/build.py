@@ -49,6 +49,7 @@ from laya_serverless.errors import GateFailed
 from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
 from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
 
+from .arm64_classes import arm64_classes
 from .cuda import convert_fp16
 from .emulated import (
     AVX2_CPU,
@@ -262,11 +263,18 @@ def _int8_classes(out_dir: Path, goldens: dict[str, Any], progress: Callable[[st
     to replay emulated, passes the whole gate. The runtime accepts what is recorded here (`artifact.platform`)."""
     here = int8_kernels(cpu_profile())
     classes: dict[str, Any] = {here: {"proof": "gate"}}
-    if here == AVX2_CLASS:
-        return classes
+    if here != AVX2_CLASS:
+        classes.update(_avx2_class(out_dir, goldens, here, progress))
+    # the Arm classes (Graviton2 dotprod, i8mm): the arm64 Lambda package run emulated, when it is built here
+    classes.update(arm64_classes(out_dir, goldens, progress))
+    return classes
+
+
+def _avx2_class(out_dir: Path, goldens: dict[str, Any], here: str,
+                progress: Callable[[str], None]) -> dict[str, Any]:
     if not can_emulate():
         progress("    %s is not installed: the AVX2 class is left to the deploy-time gate" % QEMU)
-        return classes
+        return {}
     progress("    checking that an AVX2 CPU (qemu -cpu %s) answers as this %s one, on %d short cases"
              % (AVX2_CPU, here, len(equivalence_rows(goldens))))
     check = equivalence(out_dir, goldens)
@@ -276,11 +284,10 @@ def _int8_classes(out_dir: Path, goldens: dict[str, Any], progress: Callable[[st
         progress("    not equivalent (> %g): replaying the whole gate as an AVX2 CPU (%d cases)"
                  % (check["tolerance"], len(goldens["rows"])))
         check = emulated_class_gate(out_dir, goldens, check)
-    classes[check["kernels"]] = check
     proven = check.get("equivalent") or check.get("passed")
     progress("    %s: %s" % (check["kernels"], "proven (%s)" % check["proof"] if proven
                                else "not proven here: left to the deploy-time gate on the serving CPU"))
-    return classes
+    return {check["kernels"]: check}
 
 
 def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,

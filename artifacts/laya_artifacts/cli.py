@@ -288,7 +288,8 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
     build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
                        help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
     build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
-                       help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
+                       help="do not prove the AVX2 class, nor the arm64 ones where the arm64 package is built, "
+                       "under qemu (they are then left to the deploy-time gate)")
     build.add_argument("--research", action="store_true",
                        help="search again even where a search record holds this search's decision")
 
@@ -301,6 +302,7 @@ def parser() -> argparse.ArgumentParser:
     from .bench import add_command as add_bench_command
     from .checkpoints import KINDS
     from .gate_corpus import SPLITS
+    from .probe import add_command as add_probe_command
     from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
     from .tune_cli import add_tune
@@ -364,9 +366,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
-    _add_deploy(commands)
-    add_demo_command(commands)
-    add_bench_command(commands)
+    for add_command in (_add_deploy, add_demo_command, add_bench_command, add_probe_command):
+        add_command(commands)
     add_tune(commands, _progress, _fail)
     _add_make_checkpoint(commands, KINDS)
     return root

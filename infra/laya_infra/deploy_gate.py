@@ -23,7 +23,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from .config import DeployConfig
-from .functions import _ARCH, _RUNTIME, _log_group, _role
+from .functions import _ARCH, _log_group, _role, package_runtime
 from .operations import DeadLetters
 from .storage import GATES, ArtifactBucket
 from .suppressions import RUNTIME, XRAY, acknowledge
@@ -44,7 +44,8 @@ class DeployGate(Construct):
         log_group = _log_group(self, "Logs")
         role = _role(self, "Role", log_group)
         self.function = lambda_.Function(
-            self, "Function", runtime=_RUNTIME, architecture=_ARCH[config.arch], handler=GATE_HANDLER,
+            self, "Function", runtime=package_runtime(config.arch), architecture=_ARCH[config.arch],
+            handler=GATE_HANDLER,
             code=lambda_.Code.from_asset(str(config.function_asset)), layers=[layer],
             memory_size=config.memory_mb, timeout=GATE_TIMEOUT, role=role, log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON, tracing=lambda_.Tracing.ACTIVE,

@@ -23,6 +23,12 @@ _RUNTIME = lambda_.Runtime(c.PYTHON_RUNTIME, lambda_.RuntimeFamily.PYTHON, suppo
                            supports_snap_start=True)
 
 
+def package_runtime(arch: str) -> lambda_.Runtime:
+    """The runtime of a function that runs the built package of `arch` (`constants.PACKAGE_RUNTIMES`)."""
+    return lambda_.Runtime(c.PACKAGE_RUNTIMES[arch], lambda_.RuntimeFamily.PYTHON, supports_inline_code=True,
+                           supports_snap_start=True)
+
+
 def _log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
     return logs.LogGroup(scope, construct_id, retention=logs.RetentionDays[c.LOG_RETENTION],
                          removal_policy=RemovalPolicy.DESTROY)
@@ -71,13 +77,13 @@ class ApiFunction(Construct):
         self.layer = layer = lambda_.LayerVersion(
             self, "Dependencies",
             code=lambda_.Code.from_asset(str(config.layer_asset)),
-            compatible_runtimes=[_RUNTIME],
+            compatible_runtimes=[package_runtime(config.arch)],
             compatible_architectures=[_ARCH[config.arch]],
             description="onnxruntime, tokenizers, numpy, fastapi, mangum (manylinux, %s)" % config.arch,
         )
         self.function = lambda_.Function(
             self, "Function",
-            runtime=_RUNTIME,
+            runtime=package_runtime(config.arch),
             architecture=_ARCH[config.arch],
             handler=c.HANDLER,
             code=lambda_.Code.from_asset(str(config.function_asset)),

@@ -30,7 +30,7 @@ from laya_serverless.jobs.store_keys import INPUT_PREFIX, JOBS_PREFIX, OUTPUT_PR
 
 from . import constants as c
 from .config import DeployConfig
-from .functions import _ARCH, _RUNTIME, _log_group, _role, api_environment
+from .functions import _ARCH, _log_group, _role, api_environment, package_runtime
 from .storage import ArtifactBucket
 from .suppressions import (
     DLQ_IS_THE_DLQ,
@@ -152,7 +152,8 @@ class JobsEngine(Construct):
         log_group = _log_group(self, "Logs")
         role = _role(self, "Role", log_group)
         function = lambda_.Function(
-            self, "Function", runtime=_RUNTIME, architecture=_ARCH[config.arch], handler=c.JOBS_HANDLER,
+            self, "Function", runtime=package_runtime(config.arch), architecture=_ARCH[config.arch],
+            handler=c.JOBS_HANDLER,
             code=lambda_.Code.from_asset(str(config.function_asset)), layers=[layer],
             memory_size=config.jobs_memory_mb, timeout=Duration.seconds(config.jobs_timeout_s),
             environment=jobs_environment(config, artifacts, self.state_machine_arn), role=role, log_group=log_group,

@@ -15,7 +15,7 @@ import json
 import logging
 from typing import Any
 
-from .cpu import cpu_profile
+from .cpu import ARM_MACHINES, cpu_profile
 from .manifest import Manifest
 from .store import ObjectStore
 from .targets import CLASS_EQUIVALENCE_TOLERANCE, GATE_TOLERANCES
@@ -25,15 +25,19 @@ _log = logging.getLogger("laya_serverless")
 # Most capable first: the first class whose flags a CPU has is the one ONNX Runtime's int8 kernels use.
 _X86_CLASSES = (("amx-int8", "amx_int8"), ("avx512-vnni", "avx512_vnni"), ("avx-vnni", "avx_vnni"),
                 ("avx512", "avx512bw"), ("avx2", "avx2"))
+# Arm: i8mm (SMMLA, Graviton3 and later), dot product (SDOT/UDOT, Graviton2), or neither (plain NEON).
 _ARM_CLASSES = (("arm64-i8mm", "i8mm"), ("arm64-dotprod", "asimddp"))
+ARM64_NONE = "arm64-none"
+ARM64_CLASSES = (*(name for name, _ in _ARM_CLASSES), ARM64_NONE)
 
 
 def int8_kernels(profile: dict[str, Any]) -> str:
     """The int8 kernel class of a CPU profile (see `cpu_profile`)."""
     isa = set(profile.get("isa") or ())
     machine = str(profile.get("machine", "")).lower()
-    classes = _ARM_CLASSES if machine in ("aarch64", "arm64") else _X86_CLASSES
-    return next((name for name, flag in classes if flag in isa), "%s-baseline" % (machine or "unknown"))
+    if machine in ARM_MACHINES:
+        return next((name for name, flag in _ARM_CLASSES if flag in isa), ARM64_NONE)
+    return next((name for name, flag in _X86_CLASSES if flag in isa), "%s-baseline" % (machine or "unknown"))
 
 
 def is_int8(manifest: Manifest) -> bool:
@@ -136,6 +140,7 @@ def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here
             % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?"), record))
 
 
-__all__ = ["cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8", "proven_by_record",
+__all__ = ["ARM64_CLASSES", "ARM64_NONE", "cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8",
+           "proven_by_record",
            "proven_for_class",
            "record_refusal", "unproven_here"]

@@ -8,7 +8,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 CDK := infra/node_modules/.bin/cdk
 ARCH ?= x86_64
 
-.PHONY: serve test test-fast lint layer synth deploy
+.PHONY: serve test test-fast test-research lint layer synth deploy
 # qemu user mode runs the int8 gate as an AVX2-only CPU (-cpu Haswell) on any x86 machine.
 QEMU := /usr/bin/qemu-x86_64-static
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -23,7 +23,7 @@ $(BIN)/.installed: pyproject.toml
 
 ## serve: build, gate and publish the local artifact (once), then serve the API on 127.0.0.1:8000
 serve: $(BIN)/.installed
-	$(BIN)/python scripts/quickstart.py
+	$(BIN)/laya-artifacts demo
 
 # Test files are spread over TEST_WORKERS processes (pytest-xdist), a file's tests kept together so that its
 # module-scoped fixtures are built once; TEST_WORKERS=0 runs the suite in this process.
@@ -37,6 +37,11 @@ test: $(BIN)/.installed $(CDK) $(QEMU)
 ## test-fast: the inner loop: lint, types, and every test that builds no model (no slow, no parity marker)
 test-fast: $(BIN)/.installed lint
 	$(BIN)/python -m pytest -m "not slow and not parity" -q -n $(TEST_WORKERS) --dist loadfile
+
+## test-research: the research wing (research/: the demo head's training, sweeps), outside `make test`
+test-research: $(BIN)/.installed
+	$(BIN)/mypy -p laya_training
+	$(BIN)/python -m pytest research/tests -n $(TEST_WORKERS) --dist loadfile
 
 $(QEMU):
 	$(SUDO) apt-get update -qq

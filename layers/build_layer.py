@@ -6,8 +6,8 @@
             manylinux wheels for CPython 3.12 (`pip --target --platform ... --only-binary=:all:`,
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
-- function: `<out>/<arch>/function/` — the runtime package, plus the torch-free modules of laya_artifacts
-            that replay the gate (the deploy-time gate function runs them on Lambda's own CPU);
+- function: `<out>/<arch>/function/` — the runtime package, whole (its `gate` subpackage replays the gate
+            torch-free on Lambda's own CPU for the deploy-time gate function); nothing of the build side;
 - runtime:  `<out>/<arch>/runtime/` — not deployed: the runtime interface client (`awslambdaric`, pinned
             in pyproject's `lambda-runtime` extra) standing for the managed runtime's `/var/runtime` in
             the tests that run the package as Lambda runs it (tests/cloud/test_lambda_runtime.py).
@@ -39,8 +39,6 @@ PLATFORMS = {
 TRIM = ["onnxruntime/tools", "onnxruntime/transformers", "onnxruntime/quantization", "onnxruntime/datasets",
         "bin", "numpy/_pyinstaller", "numpy/f2py", "numpy/typing/tests", "huggingface_hub", "hf_xet"]
 TEST_DIRS = ("tests", "test", "testing")
-# The deploy-time gate (laya_artifacts.regate) and what it imports; none of them imports torch.
-GATE_MODULES = ("__init__.py", "regate.py", "parity.py", "gate_corpus.py", "goldens.py")
 
 
 def runtime_requirements() -> list[str]:
@@ -97,10 +95,6 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     function = target / "function"
     shutil.copytree(ROOT / "functions" / "laya_serverless", function / "laya_serverless",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    gate = function / "laya_artifacts"
-    gate.mkdir()
-    for module in GATE_MODULES:
-        shutil.copy(ROOT / "artifacts" / "laya_artifacts" / module, gate / module)
     if python312:
         say("compiling .pyc with %s" % python312)
         for tree in (site, function):
@@ -120,7 +114,8 @@ def build(arch: str, out: Path, python312: str | None) -> int:
         say("error: over Lambda's unzipped limit by %.1f MB" % ((total - LAMBDA_UNZIPPED_LIMIT) / 2**20))
         return 1
     if arch == "x86_64" and python312:
-        probe = ("import sys, json, laya_serverless.handler, laya_serverless.jobs.handler, laya_artifacts.regate, "
+        probe = ("import sys, json, laya_serverless.lambda_edge.api_handler, laya_serverless.lambda_edge.jobs_handler, "
+                 "laya_serverless.gate.regate, "
                  "onnxruntime, tokenizers; "
                  "t = tokenizers.Tokenizer.from_str(json.dumps({'version': '1.0', 'model': {'type': 'WordLevel', "
                  "'vocab': {'[UNK]': 0, 'hi': 1}, 'unk_token': '[UNK]'}, 'pre_tokenizer': {'type': 'Whitespace'}})); "

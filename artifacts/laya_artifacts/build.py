@@ -46,6 +46,8 @@ from laya_serverless.core.providers import (
     require_device,
 )
 from laya_serverless.errors import GateFailed
+from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
+from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
 
 from .cuda import convert_fp16
 from .emulated import (
@@ -60,9 +62,7 @@ from .emulated import (
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
-from .parity import TOLERANCES, GateReport, corpus_info, run_gate
 from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
-from .regate import canonical_goldens, goldens_sidecar
 from .search import (
     MIN_SPEEDUP,
     SEARCH_THREADS,

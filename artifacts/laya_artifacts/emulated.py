@@ -135,9 +135,9 @@ def emulated_class_gate(artifact_dir: Path, goldens: dict[str, Any], check: dict
 
 def main(argv: Sequence[str] | None = None) -> int:
     from laya_serverless.artifact.platform import cpu_profile, int8_kernels
+    from laya_serverless.gate.replay import run_gate
 
     from .goldens import load_goldens
-    from .parity import run_gate
 
     parser = argparse.ArgumentParser(prog="python -m laya_artifacts.emulated")
     parser.add_argument("artifact")

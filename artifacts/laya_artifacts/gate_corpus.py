@@ -29,13 +29,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.gate.splits import SPLITS, split_for
+
 CORPUS_VERSION = 1
 DATA_DIR = Path(__file__).resolve().parent / "gate_data"
 TEXTS_FILE, QUESTIONS_FILE = "texts.jsonl", "questions.jsonl"
-SPLITS = ("selection", "confirmation")
-SELECTION_SHARE = 0.6
 # The salt was picked once, before any measurement, among /1../7 for the split closest to 60/40 rows.
-_SPLIT_SALT = "laya-gate-split/7:"
 _DRAW_SALT = "laya-gate-corpus/%d:" % CORPUS_VERSION
 CASE_KEYS = ("id", "state", "questions", "controls", "split", "lang")
 CONTROL_KEYS = ("max_len", "head_max_len")
@@ -44,12 +43,6 @@ PERMUTED_SHARE = 0.2  # of the composed choice/score questions with >= 3 options
 
 class GateCasesError(ValueError):
     """A gate-case file (or a corpus) that cannot be used; the message names every bad line."""
-
-
-def split_for(case_id: str) -> str:
-    """The split of a case, from its id alone: stable across machines, runs and corpus growth."""
-    digest = hashlib.sha256((_SPLIT_SALT + case_id).encode("utf-8")).digest()
-    return SPLITS[0] if int.from_bytes(digest[:8], "big") / 2.0 ** 64 < SELECTION_SHARE else SPLITS[1]
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ Format 1 (the 13 fixed cases, full token ids and upstream's answers) still repla
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections import Counter
@@ -23,6 +22,7 @@ from typing import Any
 
 from laya_serverless.artifact.cpu import cpu_family
 from laya_serverless.artifact.manifest import sha256_file
+from laya_serverless.gate.splits import token_digest
 
 GOLDENS_FILE = "goldens.json"
 # Golden files shipped as package data, named by their weights' sha256 (first 16 hex): the demo's.
@@ -33,11 +33,6 @@ RECORD_THREADS = 1
 
 def weights_sha256(checkpoint_dir: Path) -> str:
     return sha256_file(Path(checkpoint_dir) / "model.safetensors")
-
-
-def token_digest(ids: Sequence[int]) -> str:
-    """What a golden row keeps of its token ids: enough to prove them identical, at 16 bytes a row."""
-    return hashlib.sha256(json.dumps([int(i) for i in ids]).encode()).hexdigest()[:32]
 
 
 def _f32(value: Any) -> float:

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .parity import SplitReport
+from laya_serverless.gate.replay import SplitReport
+
 from .quantize import Candidate
 
 PROBE_ROWS = 48  # the node probes' slice of selection rows (each row holds several questions)

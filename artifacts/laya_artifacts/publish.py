@@ -19,9 +19,8 @@ from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
 from laya_serverless.artifact.store import ObjectStore, artifact_key, pointer_key
 from laya_serverless.errors import ArtifactError
-
-from .parity import GateReport, run_gate
-from .regate import goldens_key, publish_goldens, record_gate
+from laya_serverless.gate.regate import goldens_key, publish_goldens, record_gate
+from laya_serverless.gate.replay import GateReport, run_gate
 
 
 def _upload_verified(store: ObjectStore, key: str, source: Path, name: str, expected: dict[str, Any]) -> None:

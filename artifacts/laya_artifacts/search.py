@@ -31,10 +31,10 @@ from typing import Any
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 from laya_serverless.artifact.targets import CPU_FP32
+from laya_serverless.gate.replay import SplitReport, gate_rows, row_split
 
 from .calibration import calibration_feeds, prepared_rows
 from .mixes import Mix, greedy_mix, probe_rows
-from .parity import SplitReport, gate_rows, row_split
 from .quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,

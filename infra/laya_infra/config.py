@@ -3,92 +3,148 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from laya_serverless import settings as env
+from laya_serverless import settings as runtime
+from laya_serverless.configuration import Boolean, Choice, Field, Integer, Invalid, Pattern, Text, declared, setting
+from laya_serverless.errors import SettingsError
 
 from . import constants as c
 
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
-_STAGE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
-
-KEYS = ("arch", "memory", "timeout", "prefix", "stage", "artifact_bucket", "artifact_prefix", "deployed",
-        "target", "auth", "api_key_secret", "reserved_concurrency", "throttle_rate", "throttle_burst",
-        "duration_alarm_ms", "init_alarm_ms", "alarm_email", "jev_strict", "jev_confidence", "asset_dir",
-        "snapstart", "provisioned_concurrency", "jobs", "jobs_memory", "jobs_timeout", "jobs_concurrency",
-        "token_rate", "deploy_gate", "deploy_gate_strict", "graph_mb")
-
 
 class ConfigError(ValueError):
     """A context value cannot be used; the message names the `-c` flag to fix."""
-
-
-def _choice(raw: object, key: str, choices: tuple[str, ...]) -> str:
-    if str(raw) not in choices:
-        raise ConfigError("context %r must be one of %s, got %r (use %s)" % (key, ", ".join(choices), raw,
-                                                                         _flag(key, choices[-1])))
-    return str(raw)
 
 
 def _flag(key: str, example: str) -> str:
     return "-c %s=%s" % (key, example)
 
 
-def _int(raw: Any, key: str, lo: int, hi: int, example: str) -> int:
+def _read(field: Field, raw: Any) -> Any:
+    """A context value through its field's parser; a refusal names the flag and a value that works."""
     try:
-        value = int(str(raw))
-    except ValueError:
-        raise ConfigError("context %r must be an integer, got %r (use %s)" % (key, raw, _flag(key, example))) from None
-    if not lo <= value <= hi:
-        raise ConfigError("context %r must be between %d and %d, got %d (use %s)"
-                          % (key, lo, hi, value, _flag(key, example)))
-    return value
+        return field.read(str(raw))
+    except Invalid as exc:
+        raise ConfigError("context %r %s, got %r (use %s)" % (field.context, exc, raw,
+                                                               _flag(str(field.context), str(field.example)))) from None
+
+
+def _int(raw: Any, key: str, lo: int, hi: int, example: str) -> int:
+    return int(_read(Field(None, Integer(lo, hi), None, "", context=key, example=example), raw))
 
 
 def _bool(raw: Any, key: str) -> bool:
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise ConfigError("context %r must be true or false, got %r (use %s)" % (key, raw, _flag(key, "true")))
+    return bool(_read(Field(None, Boolean(), None, "", context=key, example="true"), raw))
 
+
+def _choice(raw: object, key: str, choices: tuple[str, ...]) -> str:
+    return str(_read(Field(None, Choice(choices, case_sensitive=True), None, "", context=key,
+                           example=choices[-1]), raw))
+
+
+def _prefix(text: str) -> str:
+    prefix = text.rstrip("/")
+    prefix = "/" + prefix if prefix and not prefix.startswith("/") else prefix
+    if not _PREFIX.match(prefix):
+        raise Invalid("must be a path like /laya")
+    return prefix
+
+
+def _artifact_prefix(text: str) -> str:
+    prefix = text.strip("/")
+    if not _ARTIFACT_PREFIX.match(prefix):
+        raise Invalid("must be a key prefix like laya-artifacts")
+    return prefix
+
+
+def _deployed_text(text: str) -> str:
+    try:
+        runtime.Settings.from_environ({runtime.DEPLOYED: text})
+    except SettingsError as exc:
+        raise Invalid("is refused: %s" % exc) from None
+    return text
+
+
+def _lambda_target(text: str) -> str:
+    target = runtime.fields()["target"].parse(text)
+    if str(target).startswith("cuda-"):   # Lambda has no GPU: the endpoint has its own flag
+        raise Invalid("needs a GPU, and the API function runs on Lambda (use -c gpu=true -c gpu_target=%s for the "
+                      "GPU endpoint)" % target)
+    return str(target)
+
+
+def _c(key: str, parse: Any, default: Any, doc: str, example: str, env: str | None = None, **more: Any) -> Any:
+    return setting(Field(env, parse, default, doc, context=key, example=example, **more))
+
+
+def _linked(name: str, parse: Any = None) -> Any:
+    """A stack flag that becomes a runtime variable: declared by the runtime's own field (docs list it there)."""
+    field = runtime.fields()[name]
+    if parse is not None:
+        field = replace(field, parse=Text(field.parse.describe(), parse))
+    default = c.DEFAULT_DEPLOYED if name == "deployed" else field.default
+    return setting(replace(field, default=default))
 
 @dataclass(frozen=True)
 class DeployConfig:
-    arch: str = c.DEFAULT_ARCH
-    memory_mb: int = c.DEFAULT_MEMORY_MB
-    timeout_s: int = c.DEFAULT_TIMEOUT_S
-    prefix: str = c.DEFAULT_PREFIX
-    stage: str = c.DEFAULT_STAGE
-    artifact_bucket: str | None = None            # an existing bucket; None creates one
-    artifact_prefix: str = c.DEFAULT_ARTIFACT_PREFIX
-    deployed: str = c.DEFAULT_DEPLOYED
-    target: str = c.DEFAULT_TARGET
-    auth: bool = True
-    api_key_secret: str | None = None             # an existing secret's name or ARN; None creates one
-    reserved_concurrency: int | None = None
-    throttle_rate: int = c.DEFAULT_THROTTLE_RATE
-    throttle_burst: int = c.DEFAULT_THROTTLE_BURST
-    duration_alarm_ms: int = c.DEFAULT_DURATION_ALARM_MS
-    init_alarm_ms: int = c.DEFAULT_INIT_ALARM_MS
-    alarm_email: str | None = None
-    jev_strict: bool = False
-    jev_confidence: str = "laya"  # strict mode's confidence: Laya's, or Jev's formula (jevcompat 14/14)
-    asset_dir: Path = c.DEFAULT_ASSET_DIR
-    snapstart: bool = True                        # SnapStart on the API function's published versions
-    provisioned_concurrency: int | None = None    # the alternative: instances kept initialized (no SnapStart)
-    jobs: bool = True                              # /v1/jobs, the jobs function and its Step Functions engine
-    jobs_memory_mb: int = c.DEFAULT_JOBS_MEMORY_MB
-    jobs_timeout_s: int = c.DEFAULT_JOBS_TIMEOUT_S
-    jobs_concurrency: int = c.DEFAULT_JOBS_CONCURRENCY
-    token_rate: int = c.TOKEN_RATE_PER_VCPU        # row tokens a second one vCPU answers (scripts/bench_jobs.py)
-    deploy_gate: bool = True                       # re-gate int8 artifacts on the function's own CPU at deploy
-    deploy_gate_strict: bool = False               # a failing deploy gate rolls the deployment back
+    arch: str = _c("arch", Choice(c.ARCHITECTURES, True), c.DEFAULT_ARCH, "Lambda architecture", "arm64")
+    memory_mb: int = _c("memory", Integer(c.MIN_MEMORY_MB, c.MAX_MEMORY_MB), c.DEFAULT_MEMORY_MB,
+                        "API function memory (MB); sized up for `graph_mb`", "3008")
+    timeout_s: int = _c("timeout", Integer(3, c.MAX_TIMEOUT_S), c.DEFAULT_TIMEOUT_S, "API function timeout (s)", "29")
+    prefix: str = _c("prefix", Text("a path like /laya", _prefix), c.DEFAULT_PREFIX, "Path prefix of every route",
+                     "/laya")
+    stage: str = _c("stage", Pattern(r"[A-Za-z0-9_-]{1,128}", "letters, digits, - or _"), c.DEFAULT_STAGE,
+                    "REST API stage name", "prod")
+    artifact_bucket: str | None = _c(
+        "artifact_bucket", Pattern(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", "a valid bucket name"), None,
+        "An existing artifact bucket (unset: the stack creates one)", "my-laya-artifacts")
+    artifact_prefix: str = _c("artifact_prefix", Text("a key prefix", _artifact_prefix), c.DEFAULT_ARTIFACT_PREFIX,
+                              "Key prefix of the store in the bucket", "laya-artifacts")
+    deployed: str = _linked("deployed", _deployed_text)
+    target: str = _linked("target", _lambda_target)
+    auth: bool = _c("auth", Boolean(), True, "Bearer auth through the TOKEN authorizer", "true")
+    api_key_secret: str | None = _c("api_key_secret", Text("secret name or ARN"), None,
+                                    "An existing Secrets Manager secret (unset: the stack creates one)", "laya-key")
+    reserved_concurrency: int | None = _c("reserved_concurrency", Integer(1, 10_000), None,
+                                          "Reserved concurrency of the API function", "10")
+    throttle_rate: int = _c("throttle_rate", Integer(1, 10_000), c.DEFAULT_THROTTLE_RATE,
+                            "Stage throttle: requests a second", "50")
+    throttle_burst: int = _c("throttle_burst", Integer(1, 5_000), c.DEFAULT_THROTTLE_BURST, "Stage throttle: burst",
+                             "100")
+    duration_alarm_ms: int = _c("duration_alarm_ms", Integer(1, 900_000), c.DEFAULT_DURATION_ALARM_MS,
+                                "Alarm on p99 duration above this", "10000")
+    init_alarm_ms: int = _c("init_alarm_ms", Integer(1, 900_000), c.DEFAULT_INIT_ALARM_MS,
+                            "Alarm on INIT duration above this", "5000")
+    alarm_email: str | None = _c("alarm_email", Text("e-mail address"), None, "Alarms' SNS subscription",
+                                 "ops@example.com")
+    jev_strict: bool = _linked("jev_strict")
+    jev_confidence: str = _linked("jev_confidence")
+    asset_dir: Path = _c("asset_dir", Text("folder", lambda text: Path(text).resolve()), c.DEFAULT_ASSET_DIR,
+                         "The built Lambda package (layers/build_layer.py)", "build/lambda")
+    snapstart: bool = _c("snapstart", Boolean(), True, "SnapStart on the API function's published versions",
+                         "false")
+    provisioned_concurrency: int | None = _c(
+        "provisioned_concurrency", Integer(1, 10_000), None,
+        "Instances kept initialized instead of SnapStart", "2")
+    jobs: bool = _c("jobs", Boolean(), True, "/v1/jobs, the jobs function and its Step Functions engine", "true")
+    jobs_memory_mb: int = _c("jobs_memory", Integer(c.MIN_MEMORY_MB, c.MAX_MEMORY_MB), c.DEFAULT_JOBS_MEMORY_MB,
+                             "Jobs function memory (MB)", "3008")
+    jobs_timeout_s: int = _c("jobs_timeout", Integer(30, c.MAX_JOBS_TIMEOUT_S), c.DEFAULT_JOBS_TIMEOUT_S,
+                             "Jobs function timeout (s)", "300")
+    jobs_concurrency: int = _c("jobs_concurrency", Integer(1, 10_000), c.DEFAULT_JOBS_CONCURRENCY,
+                               "Distributed Map child executions at once", "10")
+    token_rate: int = _c("token_rate", Integer(1, 10_000_000), c.TOKEN_RATE_PER_VCPU,
+                         "Row tokens a second one vCPU answers (`laya-artifacts bench jobs` prints it)", "500")
+    deploy_gate: bool = _c("deploy_gate", Boolean(), True, "Re-gate int8 artifacts on the function's own CPU",
+                           "true")
+    deploy_gate_strict: bool = _c("deploy_gate_strict", Boolean(), False,
+                                  "A failing deploy gate rolls the deployment back", "true")
+    graph_mb: int | None = _c("graph_mb", Integer(1, 4096), None,
+                              "The largest deployed graph (MiB); the deploy command passes it", "626")
 
     @property
     def function_asset(self) -> Path:
@@ -120,90 +176,16 @@ class DeployConfig:
     @classmethod
     def from_context(cls, get: Any) -> DeployConfig:
         """`get(key)` returns the context value or None (`app.node.try_get_context`)."""
-        raw = {key: get(key) for key in KEYS}
         values: dict[str, Any] = {}
-        if raw["arch"] is not None:
-            if raw["arch"] not in c.ARCHITECTURES:
-                raise ConfigError("context 'arch' must be one of %s, got %r (use %s)"
-                                  % (", ".join(c.ARCHITECTURES), raw["arch"], _flag("arch", "arm64")))
-            values["arch"] = raw["arch"]
-        if raw["memory"] is not None:
-            values["memory_mb"] = _int(raw["memory"], "memory", c.MIN_MEMORY_MB, c.MAX_MEMORY_MB, "3008")
-        if raw["timeout"] is not None:
-            values["timeout_s"] = _int(raw["timeout"], "timeout", 3, c.MAX_TIMEOUT_S, "29")
-        if raw["prefix"] is not None:
-            prefix = str(raw["prefix"]).rstrip("/")
-            if prefix and not prefix.startswith("/"):
-                prefix = "/" + prefix
-            if not _PREFIX.match(prefix):
-                raise ConfigError("context 'prefix' must be a path like /laya, got %r (use %s)"
-                                  % (raw["prefix"], _flag("prefix", "/laya")))
-            values["prefix"] = prefix
-        if raw["stage"] is not None:
-            if not _STAGE.match(str(raw["stage"])):
-                raise ConfigError("context 'stage' must be letters, digits, - or _, got %r (use %s)"
-                                  % (raw["stage"], _flag("stage", "prod")))
-            values["stage"] = str(raw["stage"])
-        if raw["artifact_bucket"]:
-            if not _BUCKET.match(str(raw["artifact_bucket"])):
-                raise ConfigError("context 'artifact_bucket' is not a valid bucket name: %r (use %s)"
-                                  % (raw["artifact_bucket"], _flag("artifact_bucket", "my-laya-artifacts")))
-            values["artifact_bucket"] = str(raw["artifact_bucket"])
-        if raw["artifact_prefix"] is not None:
-            prefix = str(raw["artifact_prefix"]).strip("/")
-            if not _ARTIFACT_PREFIX.match(prefix):
-                raise ConfigError("context 'artifact_prefix' must be a key prefix like laya-artifacts, got %r (use %s)"
-                                  % (raw["artifact_prefix"], _flag("artifact_prefix", "laya-artifacts")))
-            values["artifact_prefix"] = prefix
-        if raw["deployed"] is not None:
-            values["deployed"] = str(raw["deployed"])
-        if raw["target"] is not None:
-            values["target"] = str(raw["target"])
-            if values["target"].startswith("cuda-"):   # Lambda has no GPU: the endpoint has its own flag
-                raise ConfigError("context 'target' %r needs a GPU, and the API function runs on Lambda (use %s, "
-                                  "and -c gpu=true -c gpu_target=%s for the GPU endpoint)"
-                                  % (values["target"], _flag("target", "cpu-int8"), values["target"]))
-        if raw["auth"] is not None:
-            values["auth"] = _bool(raw["auth"], "auth")
-        if raw["api_key_secret"]:
-            values["api_key_secret"] = str(raw["api_key_secret"])
-        if raw["reserved_concurrency"] is not None:
-            values["reserved_concurrency"] = _int(raw["reserved_concurrency"], "reserved_concurrency", 1, 10_000, "10")
-        if raw["throttle_rate"] is not None:
-            values["throttle_rate"] = _int(raw["throttle_rate"], "throttle_rate", 1, 10_000, "50")
-        if raw["throttle_burst"] is not None:
-            values["throttle_burst"] = _int(raw["throttle_burst"], "throttle_burst", 1, 5_000, "100")
-        if raw["duration_alarm_ms"] is not None:
-            values["duration_alarm_ms"] = _int(raw["duration_alarm_ms"], "duration_alarm_ms", 1, 900_000, "10000")
-        if raw["init_alarm_ms"] is not None:
-            values["init_alarm_ms"] = _int(raw["init_alarm_ms"], "init_alarm_ms", 1, 900_000, "5000")
-        if raw["alarm_email"]:
-            values["alarm_email"] = str(raw["alarm_email"])
-        if raw["jev_strict"] is not None:
-            values["jev_strict"] = _bool(raw["jev_strict"], "jev_strict")
-        if raw["jev_confidence"] is not None:
-            values["jev_confidence"] = _choice(raw["jev_confidence"], "jev_confidence", env.JEV_CONFIDENCES)
-        if raw["asset_dir"]:
-            values["asset_dir"] = Path(str(raw["asset_dir"])).resolve()
-        values.update(_warm_start(raw))
-        values.update(_jobs_values(raw))
-        values.update(_sized_for_graphs(raw, values))
-        for key in ("deploy_gate", "deploy_gate_strict"):
-            if raw[key] is not None:
-                values[key] = _bool(raw[key], key)
+        for name, field in declared(cls).items():
+            raw = get(field.context)
+            if raw is not None and (str(raw) != "" or field.default is None):
+                values[name] = _read(field, raw) if str(raw) != "" else None
+        values.update(_warm_start(values))
+        values.update(_sized_for_graphs(values))
         config = cls(**values)
-        config.check_deployed()
         config.check_assets()
         return config
-
-    def check_deployed(self) -> None:
-        from laya_serverless.errors import SettingsError
-        from laya_serverless.settings import Settings
-
-        try:
-            Settings.from_environ({"LAYA_DEPLOYED": self.deployed})
-        except SettingsError as exc:
-            raise ConfigError("context 'deployed': %s (use %s)" % (exc, _flag("deployed", "english=demo"))) from None
 
     def check_assets(self) -> None:
         for path in (self.function_asset, self.layer_asset):
@@ -214,17 +196,18 @@ class DeployConfig:
                     % (path, self.arch, _flag("asset_dir", "build/lambda")))
 
 
-def _warm_start(raw: dict[str, Any]) -> dict[str, Any]:
+def _warm_start(values: dict[str, Any]) -> dict[str, Any]:
     """SnapStart (the default) or provisioned concurrency: Lambda allows one or the other on a version."""
-    snapstart = _bool(raw["snapstart"], "snapstart") if raw["snapstart"] is not None else None
-    if raw["provisioned_concurrency"] is None:
-        return {} if snapstart is None else {"snapstart": snapstart}
-    count = _int(raw["provisioned_concurrency"], "provisioned_concurrency", 1, 10_000, "2")
-    if snapstart:
+    count = values.get("provisioned_concurrency")
+    if count is None:
+        return {}
+    if values.get("snapstart"):
         raise ConfigError("context 'provisioned_concurrency' and 'snapstart' exclude each other: Lambda does not "
                           "run SnapStart on provisioned instances (use %s to keep %d instances warm, or drop %s)"
                           % (_flag("snapstart", "false"), count, _flag("provisioned_concurrency", str(count))))
-    return {"snapstart": False, "provisioned_concurrency": count}
+    return {"snapstart": False}
+
+
 def memory_for_graph(graph_mb: int) -> int:
     """The function memory (MB, a multiple of 64) a graph of `graph_mb` MiB needs at INIT: the graph in memory
     (it never touches /tmp) while onnxruntime builds its session, and the runtime around them."""
@@ -232,12 +215,12 @@ def memory_for_graph(graph_mb: int) -> int:
     return -(-needed // 64) * 64
 
 
-def _sized_for_graphs(raw: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _sized_for_graphs(values: dict[str, Any]) -> dict[str, Any]:
     """`-c graph_mb` (the largest deployed graph; the deploy command passes it): the API and jobs functions'
     memory derived from it where not given, and a given one that is too small refused at synth."""
-    if raw["graph_mb"] is None:
+    graph_mb = values.get("graph_mb")
+    if graph_mb is None:
         return {}
-    graph_mb = _int(raw["graph_mb"], "graph_mb", 1, 4096, "626")
     needed = memory_for_graph(graph_mb)
     sized: dict[str, Any] = {}
     for key, field_name, default in (("memory", "memory_mb", c.DEFAULT_MEMORY_MB),
@@ -249,18 +232,3 @@ def _sized_for_graphs(raw: dict[str, Any], values: dict[str, Any]) -> dict[str, 
                               % (key, given, graph_mb, needed, _flag(key, str(needed))))
         sized[field_name] = given if given is not None else max(default, needed)
     return sized
-
-
-def _jobs_values(raw: dict[str, Any]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if raw["jobs"] is not None:
-        values["jobs"] = _bool(raw["jobs"], "jobs")
-    if raw["jobs_memory"] is not None:
-        values["jobs_memory_mb"] = _int(raw["jobs_memory"], "jobs_memory", c.MIN_MEMORY_MB, c.MAX_MEMORY_MB, "3008")
-    if raw["jobs_timeout"] is not None:
-        values["jobs_timeout_s"] = _int(raw["jobs_timeout"], "jobs_timeout", 30, c.MAX_JOBS_TIMEOUT_S, "300")
-    if raw["jobs_concurrency"] is not None:
-        values["jobs_concurrency"] = _int(raw["jobs_concurrency"], "jobs_concurrency", 1, 10_000, "10")
-    if raw["token_rate"] is not None:
-        values["token_rate"] = _int(raw["token_rate"], "token_rate", 1, 10_000_000, "500")
-    return values

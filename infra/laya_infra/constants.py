@@ -12,7 +12,7 @@ AUTHORIZER_DIR = REPO_ROOT / "functions" / "gateway_authorizer"
 
 STACK_NAME = "LayaServerless"
 PYTHON_RUNTIME = "python3.12"                              # the layer is built and smoke-tested for 3.12
-HANDLER = "laya_serverless.handler.handler"
+HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 AUTHORIZER_HANDLER = "authorizer.handler"
 
 ARCHITECTURES = ("x86_64", "arm64")
@@ -54,7 +54,7 @@ ASYNC_RETRY_ATTEMPTS = 0
 ASYNC_MAX_EVENT_AGE_S = 3600
 DLQ_RETENTION_DAYS = 14
 # Batch jobs (docs/jobs.md): the jobs function, its Step Functions engine and the shard sizing it is told.
-JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+JOBS_HANDLER = "laya_serverless.lambda_edge.jobs_handler.handler"
 DEFAULT_JOBS_MEMORY_MB = 2048
 DEFAULT_JOBS_TIMEOUT_S = 300
 MAX_JOBS_TIMEOUT_S = 900                                   # Lambda's own limit
@@ -66,7 +66,8 @@ JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission
 JOBS_DLQ_RETENTION_DAYS = 14
 JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
 # The splitter's row tokens a second one vCPU answers: the demo's FP32 graph measured at 512 on this project's
-# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own (scripts/bench_jobs.py prints it).
+# machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own
+# (`laya-artifacts bench jobs` prints it).
 TOKEN_RATE_PER_VCPU = 500
 SYNC_BUDGET_MARGIN_S = 4                                   # of the API timeout: kept for fetch, decode, answer
 

@@ -2,7 +2,7 @@
 
 A custom resource (the CDK's Provider framework, which speaks CloudFormation's response protocol) invokes
 a function with the API function's architecture, memory (so its CPU share) and runtime package; it runs
-`laya_artifacts.regate.handler` on every deployed (checkpoint, target) and writes a create-only record
+`laya_serverless.gate.regate.handler` on every deployed (checkpoint, target) and writes a create-only record
 under `gates/` when the gate passes on the int8 kernels it found. The API reads that record at load and
 serves the checkpoint's cpu-fp32 artifact, saying so in /health, when there is none for its CPU. A failed
 gate leaves the deployment up on that fallback, unless `-c deploy_gate_strict=true` rolls it back.
@@ -28,7 +28,7 @@ from .operations import DeadLetters
 from .storage import GATES, ArtifactBucket
 from .suppressions import RUNTIME, XRAY, acknowledge
 
-GATE_HANDLER = "laya_artifacts.regate.handler"
+GATE_HANDLER = "laya_serverless.gate.regate.handler"
 GATE_TIMEOUT = Duration.minutes(15)  # Lambda's limit; the Provider framework waits as long
 GOLDENS_PREFIX = "goldens/"
 

@@ -26,7 +26,7 @@ from constructs import Construct
 
 from laya_serverless import settings as env
 from laya_serverless.jobs import stepfunctions as task
-from laya_serverless.jobs.layout import INPUT_PREFIX, JOBS_PREFIX, OUTPUT_PREFIX
+from laya_serverless.jobs.store_keys import INPUT_PREFIX, JOBS_PREFIX, OUTPUT_PREFIX
 
 from . import constants as c
 from .config import DeployConfig

@@ -20,13 +20,13 @@ from laya_artifacts.publish import publish
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import open_store
-from laya_serverless.protocol.loader import assemble_deployment
+from laya_serverless.assembly.loader import assemble_deployment
 from laya_serverless.settings import Settings
 
 from .conftest import S3AsDocumented, as_role, function_environment, function_with_handler, role_statements
 
 pytestmark = pytest.mark.slow
-API_HANDLER = "laya_serverless.handler.handler"
+API_HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 ELSEWHERE = {"machine": "x86_64", "model": "a CPU of other int8 kernels", "isa": ["avx2", "avx512_vnni", "amx_int8"]}
 
 
@@ -53,7 +53,7 @@ def _cold_start(template: dict[str, Any], tmp_path: Path) -> tuple[Any, S3AsDocu
     settings = Settings.from_environ({**env, "LAYA_CACHE_DIR": str(tmp_path / "cache")})
     with as_role(statements) as session:
         client = S3AsDocumented(session.client("s3"), statements)
-        return assemble_deployment(settings, s3_client=client), client
+        return assemble_deployment(settings, open_store(settings.store, s3_client=client)), client
 
 
 def _publish(aws: Any, template: dict[str, Any], artifact: Path) -> str:

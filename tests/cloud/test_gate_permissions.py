@@ -1,4 +1,4 @@
-"""The deploy-time gate's real code (`laya_artifacts.regate`, as its custom resource runs it on Lambda) under
+"""The deploy-time gate's real code (`laya_serverless.gate.regate`, as its custom resource runs it on Lambda) under
 exactly the permissions the synthesized template gives its role (moto, IAM enforced, S3's 403-for-absent
 encoded as in conftest): it records a pass under gates/, records nothing for a failure, and can write
 nothing but gate records.
@@ -14,17 +14,18 @@ import pytest
 from botocore.exceptions import ClientError
 
 from laya_artifacts.publish import publish
-from laya_artifacts.regate import GOLDENS_SUFFIX, canonical_goldens, goldens_sidecar, regate_published
+from laya_infra.constants import HANDLER
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_bytes
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import open_store
+from laya_serverless.gate.regate import GOLDENS_SUFFIX, canonical_goldens, goldens_sidecar, regate_published
 
 from .conftest import BUCKET, S3AsDocumented, as_role, function_environment, function_with_handler, role_statements
 from .test_api_permissions import _api, _relabelled
 
 pytestmark = pytest.mark.slow
-GATE_HANDLER = "laya_artifacts.regate.handler"
+GATE_HANDLER = "laya_serverless.gate.regate.handler"
 
 
 def _gate_role(template: dict[str, Any]) -> list[dict[str, Any]]:
@@ -50,7 +51,7 @@ def _int8_elsewhere(tiny_fp32: Path, out: Path, spoil: bool) -> Path:
 def _gate_as_its_role(template: dict[str, Any], tmp_path: Path,
                       role: str = "deploy-gate") -> tuple[dict[str, Any], Any]:
     statements = _gate_role(template)
-    environ = function_environment(template, function_with_handler(template, "laya_serverless.handler.handler"))
+    environ = function_environment(template, function_with_handler(template, HANDLER))
     with as_role(statements, role) as session:
         client = S3AsDocumented(session.client("s3"), statements)
         store = open_store(environ["LAYA_STORE"], s3_client=client)

@@ -31,7 +31,7 @@ from laya_serverless.artifact.store import open_store
 from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
 from laya_serverless.core.session import OnnxDecisionSession, ProviderSpec
 from laya_serverless.http.service import build_service
-from laya_serverless.jobs.local import local_jobs
+from laya_serverless.local_edge.jobs_engine import local_jobs
 from laya_serverless.settings import Settings
 
 from ..functional.test_app_fast import ENGLISH, QUESTIONS
@@ -125,7 +125,8 @@ def _start(template: dict[str, Any], tmp_path: Path, here: dict[str, Any],
     settings = Settings.from_environ({**environment, "LAYA_CACHE_DIR": str(tmp_path / "cache")})
     with as_role(statements, "sagemaker-execution-%s" % tmp_path.name) as session:
         client = S3AsDocumented(session.client("s3"), statements)
-        app = build_service(settings, s3_client=client, placement=_gpu_placement(), jobs=local_jobs(settings))
+        app = build_service(settings, open_store(settings.store, s3_client=client), placement=_gpu_placement(),
+                            jobs=local_jobs(settings))
         return TestClient(app), client, settings
 
 

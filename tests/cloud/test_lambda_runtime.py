@@ -30,7 +30,7 @@ from .test_api_permissions import _relabelled
 
 pytestmark = pytest.mark.slow
 EVENTS = Path(__file__).resolve().parents[1] / "events"
-API_HANDLER = "laya_serverless.handler.handler"
+API_HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 SECRET_NAME, KEY, ROTATED = "laya-api-key", "local-test-key", "rotated-after-the-snapshot"
 why_not = lr.can_sandbox()
 if why_not:  # every machine this project tests on runs tests as root; say so loudly where one does not

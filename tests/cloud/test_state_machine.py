@@ -37,8 +37,8 @@ import pytest
 
 from laya_artifacts.publish import publish
 from laya_serverless.artifact.store import open_store
-from laya_serverless.jobs.handler import make_handler
 from laya_serverless.jobs.stepfunctions import stepfunctions_jobs
+from laya_serverless.lambda_edge.jobs_handler import make_handler
 from laya_serverless.settings import Settings
 
 from .conftest import (
@@ -56,7 +56,7 @@ from .conftest import (
 from .test_api_permissions import _api, _relabelled
 
 pytestmark = pytest.mark.slow
-JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+JOBS_HANDLER = "laya_serverless.lambda_edge.jobs_handler.handler"
 QUESTIONS = {"team": {"type": "choice", "instructions": "which team handles it ?",
                       "criteria": {"billing": "refunds and charges", "tech": None}},
              "urgent": {"type": "noul", "instructions": "is it urgent ?"}}
@@ -164,7 +164,8 @@ def engine(aws: Any, synth: Any, tiny_fp32: Path, tmp_path: Path,
         _deliver_to(monkeypatch, handler, engine_statements, deliveries, fault)
         # POST /v1/jobs as the API function runs it: its settings, its role's credentials
         api_settings = Settings.from_environ({**api_environ, "LAYA_JOBS_TIME_BUDGET": "2"})
-        api_jobs = stepfunctions_jobs(api_settings, api_session.client("s3"), CheckedStates(states, api_statements))
+        api_store = open_store(api_settings.store, s3_client=api_session.client("s3"))
+        api_jobs = stepfunctions_jobs(api_settings, api_store, CheckedStates(states, api_statements))
         yield SimpleNamespace(handler=handler, states=states, machine_arn=machine_arn, admin=admin,
                               queue_url=queue_url, deliveries=deliveries, fault=fault, store=environ["LAYA_STORE"],
                               api_jobs=api_jobs)

@@ -11,8 +11,8 @@ import numpy as np
 
 from laya_serverless import Decider
 from laya_serverless.artifact.store import open_store
-from laya_serverless.jobs.local import LocalEngine
 from laya_serverless.jobs.worker import Worker
+from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.deployment import Deployment
 from laya_serverless.protocol.detect import analyse
 from laya_serverless.protocol.routing import Registry

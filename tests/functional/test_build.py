@@ -21,11 +21,11 @@ from laya_artifacts import search
 from laya_artifacts.build import GateFailed, build_artifact
 from laya_artifacts.cli import main as cli
 from laya_artifacts.goldens import load_goldens, record_goldens, token_digest, weights_sha256
-from laya_artifacts.parity import run_gate
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.gate.replay import run_gate
 
 from ..conftest import GOLDENS, golden_slice, tiny_choice_slice, write_goldens_file
 

@@ -19,10 +19,10 @@ from laya_artifacts.cli import main as cli
 from laya_artifacts.cuda import CUDA_TARGETS, convert_fp16, keeps_fp32
 from laya_artifacts.gate_corpus import GateCasesError
 from laya_artifacts.goldens import load_goldens
-from laya_artifacts.parity import TOLERANCES, run_gate
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
+from laya_serverless.gate.replay import TOLERANCES, run_gate
 
 from ..conftest import GOLDENS, golden_slice, write_goldens_file
 

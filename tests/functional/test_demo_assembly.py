@@ -25,7 +25,7 @@ def test_the_shipped_head_is_package_data_and_matches_its_recorded_hash():
 
 
 def test_the_pipeline_never_imports_the_training_research():
-    """laya_training (training/) imports laya_artifacts.demo, never the other way round."""
+    """laya_training (research/) imports laya_artifacts.demo, never the other way round."""
     for path in sorted((ROOT / "artifacts" / "laya_artifacts").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):

@@ -100,8 +100,8 @@ class Cloud:
     def __call__(self, args: Sequence[str]) -> int:
         from laya_infra.config import DeployConfig
         from laya_infra.functions import api_environment
-        from laya_serverless.handler import make_handler
-        from laya_serverless.local import ApiGatewayFront
+        from laya_serverless.lambda_edge.api_handler import make_handler
+        from laya_serverless.local_edge.start_api import ApiGatewayFront
         from tests.infra.conftest import stub_assets
 
         self.calls.append(list(args))

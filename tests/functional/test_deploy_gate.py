@@ -1,4 +1,4 @@
-"""The deploy-time gate (laya_artifacts.regate): replay a published artifact's own corpus where it serves."""
+"""The deploy-time gate (laya_serverless.gate.regate): replay a published artifact's own corpus where it serves."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from laya_artifacts.publish import publish
-from laya_artifacts.regate import goldens_key, goldens_sidecar, handler, regate_published
 from laya_serverless import ArtifactError
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.gate.regate import goldens_key, goldens_sidecar, handler, regate_published
 
 
 def _event(store: Path, request: str = "Create", strict: bool = False, **pair: str) -> dict[str, Any]:

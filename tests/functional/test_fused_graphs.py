@@ -11,9 +11,9 @@ import pytest
 
 from laya_artifacts.export import FUSION_RECORD
 from laya_artifacts.goldens import load_goldens
-from laya_artifacts.parity import run_gate
 from laya_serverless import Decider
 from laya_serverless.core.decode import DECIMALS
+from laya_serverless.gate.replay import run_gate
 
 from ..conftest import GOLDENS
 

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from fastapi.testclient import TestClient
 
 from laya_serverless import settings as env
-from laya_serverless.local import rest_api_event
+from laya_serverless.local_edge.start_api import rest_api_event
 
 from .test_sagemaker_contract import BODY, app
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from laya_serverless.guard import GuardedHandler
-from laya_serverless.handler import lambda_handler
 from laya_serverless.http.app import create_app
 from laya_serverless.http.request_id import HEADER
-from laya_serverless.local import lambda_context
+from laya_serverless.lambda_edge.api_handler import lambda_handler
+from laya_serverless.lambda_edge.guard import GuardedHandler
+from laya_serverless.local_edge.start_api import lambda_context
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional import hostile_events

@@ -13,9 +13,9 @@ import pytest
 
 from laya_artifacts.publish import publish
 from laya_serverless.artifact.store import LocalStore
-from laya_serverless.cli import main as cli
-from laya_serverless.handler import make_handler
-from laya_serverless.local import ApiGatewayFront, lambda_context
+from laya_serverless.lambda_edge.api_handler import make_handler
+from laya_serverless.local_edge.cli import main as cli
+from laya_serverless.local_edge.start_api import ApiGatewayFront, lambda_context
 
 pytestmark = pytest.mark.slow
 EVENTS = Path(__file__).resolve().parent.parent / "events"

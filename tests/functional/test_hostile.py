@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from laya_serverless.handler import lambda_handler
 from laya_serverless.http.app import create_app
-from laya_serverless.local import lambda_context
+from laya_serverless.lambda_edge.api_handler import lambda_handler
+from laya_serverless.local_edge.start_api import lambda_context
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional import hostile_events
@@ -160,7 +160,7 @@ class _IdleEngine:
 @pytest.fixture(scope="module")
 def jobs_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from laya_serverless.artifact.store import LocalStore
-    from laya_serverless.jobs.service import JobService
+    from laya_serverless.jobs.job_service import JobService
     from tests.functional.jobs_support import SETTINGS, make_worker
 
     root = tmp_path_factory.mktemp("hostile-jobs")
@@ -202,8 +202,8 @@ def test_no_jobs_event_raises_anything_but_a_documented_kind(jobs_world: dict[st
     """The jobs function answers or raises a `LayaError` (JobError for what its retry policy retries, a
     RequestError for a refused submission, dead-lettered with its reason): never a bare Python exception."""
     from laya_serverless.errors import LayaError
-    from laya_serverless.jobs.events import dispatch
-    from laya_serverless.local import lambda_context as context
+    from laya_serverless.lambda_edge.job_events import dispatch
+    from laya_serverless.local_edge.start_api import lambda_context as context
 
     try:
         answer = dispatch(jobs_world["worker"], jobs_world["service"], event, context())

@@ -19,8 +19,8 @@ import pytest
 from laya_artifacts.build import build_artifact
 from laya_artifacts.emulated import emulated_gate
 from laya_artifacts.goldens import load_goldens, write_goldens
-from laya_artifacts.parity import run_gate
 from laya_serverless.artifact.cpu import read_cpuinfo
+from laya_serverless.gate.replay import run_gate
 
 from ..conftest import golden_slice
 from .test_build import fixed_speeds

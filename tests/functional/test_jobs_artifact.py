@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 
 from laya_artifacts.publish import publish
 from laya_serverless.artifact.store import LocalStore
-from laya_serverless.cli import main as cli
 from laya_serverless.http.service import build_service
-from laya_serverless.jobs.local import local_jobs
+from laya_serverless.local_edge.cli import main as cli
+from laya_serverless.local_edge.jobs_engine import local_jobs
 from laya_serverless.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -18,10 +18,10 @@ from mangum import Mangum
 from laya_serverless.artifact.store import S3Store
 from laya_serverless.errors import Conflict, SettingsError, ShardFailed
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.events import dispatch
-from laya_serverless.jobs.handler import make_handler
-from laya_serverless.jobs.service import JobService
+from laya_serverless.jobs.job_service import JobService
 from laya_serverless.jobs.stepfunctions import StepFunctionsEngine
+from laya_serverless.lambda_edge.job_events import dispatch
+from laya_serverless.lambda_edge.jobs_handler import make_handler
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.jobs_support import SETTINGS, decider, make_worker, states

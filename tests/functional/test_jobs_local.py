@@ -19,12 +19,12 @@ from fastapi.testclient import TestClient
 
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.layout import result_key
-from laya_serverless.jobs.local import LocalEngine
+from laya_serverless.jobs.job_service import JobService
 from laya_serverless.jobs.merge import finish
 from laya_serverless.jobs.results import answer_lines, read_spec
-from laya_serverless.jobs.service import JobService
 from laya_serverless.jobs.state import read_job
+from laya_serverless.jobs.store_keys import result_key
+from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states

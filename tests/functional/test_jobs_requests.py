@@ -11,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.layout import key_in
-from laya_serverless.jobs.local import LocalEngine
-from laya_serverless.jobs.service import JobService
+from laya_serverless.jobs.job_service import JobService
+from laya_serverless.jobs.store_keys import key_in
+from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states
@@ -276,7 +276,7 @@ def test_damaged_jobs_are_reported_for_that_job_and_never_stop_the_server(tmp_pa
     answers the other jobs, and nothing is a 500 (a `{}` document used to stop `serve` from starting)."""
     import json
 
-    from laya_serverless.jobs.layout import job_key, result_key, spec_key
+    from laya_serverless.jobs.store_keys import job_key, result_key, spec_key
 
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
@@ -317,7 +317,7 @@ def test_an_idempotency_key_makes_a_retried_submission_the_same_job(tmp_path: Pa
     is a 409; a key past its 24 h window starts a new job; a malformed key is a 400; no key, a new job each time."""
     import json
 
-    from laya_serverless.jobs.layout import idempotency_key_of
+    from laya_serverless.jobs.store_keys import idempotency_key_of
 
     store, client = _fresh(tmp_path)
     job = body(input="jobs/input/good.jsonl")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from laya_serverless.http.app import create_app
+from laya_serverless.local_edge.server import MAX_HEADER_BYTES, uvicorn_config
 from laya_serverless.protocol.routing import Registry
-from laya_serverless.server import MAX_HEADER_BYTES, uvicorn_config
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider
 from tests.functional.threaded_server import free_port, start_server

@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.service import JobService
+from laya_serverless.jobs.job_service import JobService
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import fake_decider

@@ -36,35 +36,27 @@ def test_runtime_answers_without_importing_torch_or_transformers(tiny_modernbert
 _GATE_PROBE = """
 import json, sys
 sys.path[:0] = [sys.argv[1], sys.argv[2]]  # the package as the Lambda asset lays it out, nothing else of the repo
-from laya_artifacts.regate import handler
-from laya_artifacts.parity import run_gate
+from laya_serverless.gate.regate import handler
+from laya_serverless.gate.replay import run_gate
 report = run_gate(sys.argv[3], json.loads(open(sys.argv[4]).read()), "cpu-fp32")
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "laya", "optimum", "onnx"))
-import laya_artifacts
-print(json.dumps({"heavy": heavy, "passed": report.passed, "rows": report.rows, "from": laya_artifacts.__file__}))
+import importlib.util
+print(json.dumps({"heavy": heavy, "passed": report.passed, "rows": report.rows,
+                  "build_side": importlib.util.find_spec("laya_artifacts") is not None}))
 """
 
 
-def test_the_deploy_gate_runs_from_the_modules_the_lambda_package_carries(tiny_modernbert: tuple[Path, Path],
-                                                                          tmp_path: Path) -> None:
-    """layers/build_layer.py copies GATE_MODULES into the function asset; the gate must run from those alone."""
-    import shutil
-
+def test_the_deploy_gate_runs_from_the_runtime_package_alone(tiny_modernbert: tuple[Path, Path],
+                                                              tmp_path: Path) -> None:
+    """The function asset is the runtime package whole; the deploy gate replays from it with no build-side module
+    importable at all."""
     from ..conftest import ROOT, golden_slice, write_goldens_file
 
-    sys.path.insert(0, str(ROOT / "layers"))
-    try:
-        from build_layer import GATE_MODULES
-    finally:
-        sys.path.remove(str(ROOT / "layers"))
-    package = tmp_path / "asset" / "laya_artifacts"
-    package.mkdir(parents=True)
-    for module in GATE_MODULES:
-        shutil.copy(ROOT / "artifacts" / "laya_artifacts" / module, package / module)
+    (tmp_path / "asset").mkdir()
     goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0), tmp_path)
     done = subprocess.run([sys.executable, "-I", "-c", _GATE_PROBE, str(tmp_path / "asset"), str(ROOT / "functions"),
                            str(tiny_modernbert[1]), str(goldens)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["heavy"] == [] and report["passed"] and report["rows"] > 0
-    assert report["from"] == str(package / "__init__.py")
+    assert report["build_side"] is False

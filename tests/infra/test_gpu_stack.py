@@ -106,7 +106,7 @@ def test_cdk_nag_passes_with_gpu_and_auth_off(synth: Any) -> None:
     ({"gpu_instance_type": "ml.g5.xlarge"}, r"'gpu_instance_type' only applies .* \(use -c gpu=true with it\)"),
     ({"gpu": "true", "gpu_instance_type": "ml.m5.xlarge"},
      r"must be a SageMaker GPU instance .* got 'ml.m5.xlarge' \(use -c gpu_instance_type=ml.g5.xlarge\)"),
-    ({"gpu": "true", "gpu_min_instances": "0"}, r"'gpu_min_instances' must be between 1 and 20, got 0"),
+    ({"gpu": "true", "gpu_min_instances": "0"}, r"'gpu_min_instances' must be an integer 1-20, got '0'"),
     ({"gpu": "true", "gpu_min_instances": "3", "gpu_max_instances": "2"},
      r"'gpu_max_instances' \(2\) is below 'gpu_min_instances' \(3\) \(use -c gpu_max_instances=3\)"),
     ({"gpu": "true", "gpu_target": "cpu-int8"}, r"'gpu_target' must be one of cuda-fp16, cuda-fp32"),
@@ -120,8 +120,8 @@ def test_gpu_flags_are_checked_early_with_the_flag_to_use(context: dict[str, str
 def test_the_lambda_api_refuses_a_cuda_target_and_points_at_the_gpu_flags() -> None:
     from laya_infra.config import DeployConfig
 
-    with pytest.raises(ConfigError, match=r"'target' 'cuda-fp16' needs a GPU.*-c target=cpu-int8.*-c gpu=true "
-                                          r"-c gpu_target=cuda-fp16"):
+    with pytest.raises(ConfigError, match=r"'target' needs a GPU.*-c gpu=true -c gpu_target=cuda-fp16.*"
+                                          r"got 'cuda-fp16' \(use -c target=cpu-int8\)"):
         DeployConfig.from_context({"target": "cuda-fp16"}.get)
 
 
@@ -148,7 +148,7 @@ def test_cfn_lint_finds_nothing_but_w3005_in_the_gpu_template(synth: Any) -> Non
 def test_the_container_starts_without_a_jobs_engine(synth: Any) -> None:
     # `laya-serverless serve` (the image's CMD) builds a local jobs engine from the environment, and that engine
     # lists jobs/ at start, which the endpoint's role may not: from the synthesized environment it builds none.
-    from laya_serverless.jobs.local import local_jobs
+    from laya_serverless.local_edge.jobs_engine import local_jobs
     from laya_serverless.settings import Settings
 
     _, raw, _ = synth(**GPU)

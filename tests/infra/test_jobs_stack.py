@@ -13,7 +13,7 @@ from laya_serverless.jobs import stepfunctions as task
 
 from .test_stack import api_function, as_list, methods, resources, role_statements
 
-JOBS_HANDLER = "laya_serverless.jobs.handler.handler"
+JOBS_HANDLER = "laya_serverless.lambda_edge.jobs_handler.handler"
 
 
 def jobs_function(raw: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -12,7 +12,7 @@ from aws_cdk.assertions import Match
 
 from laya_serverless import settings as env
 
-API_FUNCTION_HANDLER = "laya_serverless.handler.handler"
+API_FUNCTION_HANDLER = "laya_serverless.lambda_edge.api_handler.handler"
 
 
 def resources(raw: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -279,7 +279,7 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
 @pytest.mark.parametrize("context, message", [
     ({"arch": "sparc"}, "-c arch=arm64"),
     ({"memory": "lots"}, "-c memory=3008"),
-    ({"memory": "128"}, "between 512 and 10240"),
+    ({"memory": "128"}, "must be an integer 512-10240"),
     ({"timeout": "60"}, "-c timeout=29"),
     ({"prefix": "/has space"}, "-c prefix=/laya"),
     ({"stage": "a/b"}, "-c stage=prod"),

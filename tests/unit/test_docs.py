@@ -63,7 +63,7 @@ def test_every_make_target_a_page_names_exists() -> None:
 
 def test_every_cli_subcommand_a_page_names_exists() -> None:
     from laya_artifacts.cli import parser as artifacts_parser
-    from laya_serverless.cli import parser as serverless_parser
+    from laya_serverless.local_edge.cli import parser as serverless_parser
 
     known = {"laya-artifacts": _subcommands(artifacts_parser()), "laya-serverless": _subcommands(serverless_parser())}
     missing, seen = [], 0

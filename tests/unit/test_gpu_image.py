@@ -85,8 +85,8 @@ def test_every_copied_path_exists_and_the_context_admits_only_them() -> None:
 
 
 @pytest.mark.parametrize(("args", "environ", "expected"), [
-    ([], {}, "-m laya_serverless.cli serve port=8080"),
-    (["serve"], {"SAGEMAKER_BIND_TO_PORT": "9090"}, "-m laya_serverless.cli serve port=9090"),
+    ([], {}, "-m laya_serverless.local_edge.cli serve port=8080"),
+    (["serve"], {"SAGEMAKER_BIND_TO_PORT": "9090"}, "-m laya_serverless.local_edge.cli serve port=9090"),
     (["python", "--version"], {}, "--version port=8080"),
 ])
 def test_the_entrypoint_serves_on_sagemakers_serve_and_runs_anything_else(
@@ -103,6 +103,6 @@ def test_the_entrypoint_serves_on_sagemakers_serve_and_runs_anything_else(
 def test_the_serve_path_imports_with_the_image_requirements_alone() -> None:
     """The image leaves out mangum (Lambda only): `laya-serverless serve` and the app must not need it."""
     code = ("import sys; sys.modules['mangum'] = None; "
-            "import laya_serverless.cli, laya_serverless.http.service, laya_serverless.http.sagemaker")
+            "import laya_serverless.local_edge.cli, laya_serverless.http.service, laya_serverless.http.sagemaker")
     env = dict(os.environ, PYTHONPATH=str(ROOT / "functions"))
     subprocess.run([sys.executable, "-c", code], check=True, env=env)

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_ROOTS = {"laya_serverless": ROOT / "functions", "gateway_authorizer": ROOT / "functions",
-                 "laya_artifacts": ROOT / "artifacts", "laya_infra": ROOT / "infra", "laya_training": ROOT / "training"}
+                 "laya_artifacts": ROOT / "artifacts", "laya_infra": ROOT / "infra", "laya_training": ROOT / "research"}
 MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 80
 BUILD_SIDE = ("torch", "transformers", "optimum", "onnx", "laya", "laya_artifacts", "laya_training", "safetensors")
 
@@ -97,19 +97,18 @@ def test_the_runtime_package_never_imports_the_build_side() -> None:
 
 
 # The runtime's floors, top to bottom (docs/architecture.md). A module imports only from its own floor or
-# lower ones; `http/` and `jobs/` share a floor and never import each other (they meet in `protocol/`).
-# `settings` sits just above `core/`: every floor above receives it, and the protocol's loader takes it.
+# lower ones; `http/` and `jobs/` share a floor and never import each other (they meet in `protocol/`). The
+# edges (Lambda, local) sit on top; `assembly/` loads the deployment for the transports; `settings` sits just
+# above `core/`: every floor above receives it.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("entry", ("laya_serverless.handler", "laya_serverless.cli", "laya_serverless.local", "laya_serverless.server",
-               "laya_serverless.snapstart", "laya_serverless.guard", "laya_serverless.powertools",
-               "laya_serverless.events", "laya_serverless.api_key", "laya_serverless.jobs.handler",
-               "laya_serverless.jobs.cli")),
+    ("entry", ("laya_serverless.lambda_edge", "laya_serverless.local_edge", "laya_serverless.gate.regate")),
     ("transport", ("laya_serverless.http", "laya_serverless.jobs")),
-    ("protocol", ("laya_serverless.protocol",)),
+    ("assembly", ("laya_serverless.assembly",)),
+    ("protocol", ("laya_serverless.protocol", "laya_serverless.gate")),
     ("settings", ("laya_serverless.settings",)),
     ("core", ("laya_serverless.core",)),
     ("artifact", ("laya_serverless.artifact",)),
-    ("base", ("laya_serverless.errors", "laya_serverless.observe")),
+    ("base", ("laya_serverless.errors", "laya_serverless.observe", "laya_serverless.configuration")),
 ]
 
 
@@ -145,8 +144,14 @@ def test_http_and_jobs_never_import_each_other() -> None:
 
 
 def test_the_floors_rule_sees_an_upward_arrow() -> None:
-    assert _floor("laya_serverless.core.decider")[0] > _floor("laya_serverless.protocol.loader")[0]
-    assert _floor("laya_serverless.jobs.handler")[1] == "laya_serverless.jobs.handler"  # an entry point in jobs/
+    assert _floor("laya_serverless.core.decider")[0] > _floor("laya_serverless.assembly.loader")[0]
+    assert _floor("laya_serverless.gate.regate")[1] == "laya_serverless.gate.regate"  # an entry point in gate/
+
+
+def test_no_runtime_file_name_occurs_twice() -> None:
+    """A name says which module it is: no two runtime modules share a file name (package faces aside)."""
+    names = [path.name for path in (ROOT / "functions" / "laya_serverless").rglob("*.py") if path.name != "__init__.py"]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
 def _aws_cdk_dir() -> Path:

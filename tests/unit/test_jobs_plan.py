@@ -9,8 +9,8 @@ import pytest
 
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.errors import JobError, NotFound, TooLarge
-from laya_serverless.jobs.layout import is_job_id, job_key, shard_key
 from laya_serverless.jobs.state import encode, end_status, new_job, read_job, record_shard, update_job
+from laya_serverless.jobs.store_keys import is_job_id, job_key, shard_key
 from laya_serverless.protocol.plan import MAX_SHARD_STATES, estimated_tokens, head_tokens, shard_bounds
 from laya_serverless.settings import Settings
 
@@ -106,3 +106,20 @@ def test_the_jobs_public_names_are_pinned() -> None:
 
     assert jobs.__all__ == ["Engine", "JobService", "StepFunctionsEngine", "Worker", "finish"]
     assert all(hasattr(jobs, name) for name in jobs.__all__)
+
+
+def test_a_job_s_controls_are_typed_once_and_read_back_typed_from_its_spec() -> None:
+    """The submission checks the controls; the spec keeps them typed and JSON-safe; a shard reads them back as they
+    were resolved (the model's canonical name, the threshold map), with no second pass over the raw fields."""
+    import json
+
+    from laya_serverless.protocol.decisions import BatchControls, job_controls
+    from laya_serverless.protocol.routing import Registry
+    from laya_serverless.settings import Settings
+
+    body = {"questions": {}, "model": "English", "max_len": 128, "head_max_len": 64, "lang": "de",
+            "min_confidence": {"choice:3-5": 0.6, "default": 0.5}, "batch_size": 4, "sort_by_length": True}
+    typed = job_controls(body, Registry({"english": "english"}), Settings())
+    spec = json.loads(json.dumps(typed.to_spec()))
+    assert BatchControls.from_spec(spec) == typed
+    assert typed.controls.model == "english" and spec["max_len"] == 128 and "task" not in spec

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from laya_serverless.local import ApiGatewayFront, http_api_event, rest_api_event
+from laya_serverless.local_edge.start_api import ApiGatewayFront, http_api_event, rest_api_event
 
 HEADERS = [(b"Authorization", b"Bearer k"), (b"X-Many", b"a"), (b"X-Many", b"b"), (b"User-Agent", b"curl/8")]
 

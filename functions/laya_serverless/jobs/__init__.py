@@ -11,8 +11,8 @@
 service's loader, which itself imports this package.
 """
 
+from .job_service import Engine, JobService
 from .merge import finish
-from .service import Engine, JobService
 from .stepfunctions import StepFunctionsEngine
 from .worker import Worker
 

@@ -8,9 +8,9 @@ import logging
 
 from ..artifact.store import ObjectStore
 from ..errors import LayaError
-from .layout import default_output_key, public_place
 from .results import read_spec, write_output
 from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
+from .store_keys import default_output_key, public_place
 from .worker import give_up
 
 _log = logging.getLogger("laya_serverless")

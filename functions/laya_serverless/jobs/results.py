@@ -15,8 +15,8 @@ from typing import Any
 
 from ..artifact.store import ObjectStore
 from ..errors import JobError
-from .layout import result_key, spec_key
 from .state import encode
+from .store_keys import result_key, spec_key
 
 Spec = dict[str, Any]
 

@@ -17,10 +17,8 @@ from ..protocol import limits
 from ..protocol.decisions import BatchControls, choice_cap, job_controls
 from ..protocol.routing import Registry, route
 from ..settings import Settings
-from .layout import INPUT_PREFIX, OUTPUT_PREFIX, key_in
+from .store_keys import INPUT_PREFIX, OUTPUT_PREFIX, key_in
 
-CONTROL_FIELDS = ("model", "task", "lang", "lang_guess", "max_len", "head_max_len", "min_confidence", "batch_size",
-                  "sort_by_length")
 _SHAPE = "request body must be an object with 'questions' and either 'states' (a list) or 'input' (a store URI)"
 _INPUT: Location = ("input",)
 
@@ -29,8 +27,7 @@ _INPUT: Location = ("input",)
 class JobRequest:
     states: list[Any]
     questions: dict[str, Any]
-    controls: dict[str, Any]  # the control fields as sent; each worker resolves them again by the same rules
-    batch: BatchControls
+    batch: BatchControls  # the controls, checked and typed once; the spec keeps `batch.to_spec()`
     output: str | None  # a store key under jobs/output/, or None for the default
 
 
@@ -115,7 +112,6 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
         raise MalformedRequest(_SHAPE, kind="missing")
     questions = body["questions"]
     limits.check_request_limits("", questions, choice_cap(settings))
-    controls = {name: body[name] for name in CONTROL_FIELDS if name in body}
     # States are checked on their own below, each named in its refusal.
     batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, settings)
     try:
@@ -136,4 +132,4 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
                                    location=("output",))
         output = key_in(store, output, OUTPUT_PREFIX, "output")
     _check_model(states, questions, batch, registry, deployed)
-    return JobRequest(states, questions, controls, batch, output)
+    return JobRequest(states, questions, batch, output)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..artifact.store import ObjectStore
 from ..errors import JobError, NotFound
-from .layout import is_job_id, job_key
+from .store_keys import is_job_id, job_key
 
 QUEUED, RUNNING, SUCCEEDED, PARTIAL, FAILED = "queued", "running", "succeeded", "partial", "failed"
 TERMINAL = (SUCCEEDED, PARTIAL, FAILED)

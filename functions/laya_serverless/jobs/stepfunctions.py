@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..artifact.store import S3Store, open_store
+from ..artifact.store import ObjectStore, S3Store, open_store
 from ..errors import JobError, SettingsError
 from ..settings import JOBS_STATE_MACHINE, STORE, Settings
-from .layout import manifest_key, map_results_prefix, shard_failure
-from .service import JobService
+from .job_service import JobService
+from .store_keys import manifest_key, map_results_prefix, shard_failure
 
 # The jobs function's task payloads, as the state machine sends them.
 ACTION, JOB, ITEMS, ERROR, ATTEMPTS = "action", "job", "Items", "error", "attempts"
@@ -67,11 +67,13 @@ def error_detail(error: Any, attempts: int) -> str:
     return shard_failure(attempts, why)
 
 
-def stepfunctions_jobs(settings: Settings, s3_client: Any = None, sfn_client: Any = None) -> JobService | None:
-    """The jobs of a Lambda deployment whose stack created the state machine (`LAYA_JOBS_STATE_MACHINE`)."""
+def stepfunctions_jobs(settings: Settings, store: ObjectStore | None = None,
+                       sfn_client: Any = None) -> JobService | None:
+    """The jobs of a Lambda deployment whose stack created the state machine (`LAYA_JOBS_STATE_MACHINE`), over the
+    process's one `store` (opened from `settings.store` when none is given)."""
     if settings.jobs_state_machine is None:
         return None
-    store = open_store(settings.store, s3_client=s3_client)
+    store = open_store(settings.store) if store is None else store
     if not isinstance(store, S3Store):
         raise SettingsError("%s needs %s=s3://bucket/prefix" % (JOBS_STATE_MACHINE, STORE))
     if sfn_client is None:

@@ -17,12 +17,11 @@ from typing import Any
 
 from ..artifact.store import ObjectStore
 from ..errors import InferenceFailed, JobError, ShardFailed
-from ..protocol.decisions import BatchControls, answer_batch, job_controls, pass_size, shaped
+from ..protocol.decisions import BatchControls, answer_batch, pass_size, shaped
 from ..protocol.deployment import Deployment
 from ..protocol.refusals import refusal_from
 from ..protocol.routing import Detector, Registry
 from ..settings import Settings
-from .layout import result_key, shard_key
 from .results import (
     Spec,
     answer_lines,
@@ -34,6 +33,7 @@ from .results import (
     write_errors,
 )
 from .state import read_job, record_shard
+from .store_keys import result_key, shard_key
 
 _log = logging.getLogger("laya_serverless")
 ANSWERED, REPLAYED, REFUSED = "answered", "replayed", "refused"
@@ -92,7 +92,7 @@ class Worker:
         except ShardFailed:
             raise
         except Exception as exc:
-            refusal = refusal_from(exc, spec["controls"].get("model"))
+            refusal = refusal_from(exc, BatchControls.from_spec(spec["controls"]).controls.model)
             if isinstance(refusal, InferenceFailed):
                 raise ShardFailed(refusal.detail) from exc
             data, kind = error_lines(shard_range(spec, shard), refusal.detail), REFUSED
@@ -105,12 +105,11 @@ class Worker:
     def _answer(self, spec: Spec, states: list[Any]) -> list[dict[str, Any]]:
         if self.deployment is None:
             raise ShardFailed(self.unavailable or "the model artifacts are not available")
-        questions, controls = spec["questions"], spec["controls"]
-        resolved = job_controls({"questions": questions, **controls}, self.registry, self.settings)
-        size = pass_size(resolved.batch_size, len(states), len(questions), controls.get("max_len"), self.settings)
-        batch = BatchControls(resolved.controls, size, resolved.sort_by_length)
-        body = {"states": states, "questions": questions, **controls}
-        results = answer_batch(self.deployment, self.detect, self.settings, body, batch)
+        questions, typed = spec["questions"], BatchControls.from_spec(spec["controls"])
+        size = pass_size(typed.batch_size, len(states), len(questions), typed.controls.max_len, self.settings)
+        batch = BatchControls(typed.controls, size, typed.sort_by_length)
+        results = answer_batch(self.deployment, self.detect, self.settings, {"states": states, "questions": questions},
+                               batch)
         return [shaped(r, self.settings.jev_strict, self.settings.jev_confidence) for r in results]
 
     def give_up(self, job_id: str, shards: Sequence[int], detail: str) -> list[int]:

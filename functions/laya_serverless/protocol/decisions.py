@@ -27,6 +27,15 @@ class BatchControls:
     batch_size: int | None
     sort_by_length: bool
 
+    def to_spec(self) -> dict[str, Any]:
+        """A job's controls, typed once at submission and serialized into its spec."""
+        return {**self.controls.to_spec(), "batch_size": self.batch_size, "sort_by_length": self.sort_by_length}
+
+    @classmethod
+    def from_spec(cls, data: dict[str, Any]) -> BatchControls:
+        """A job's controls as each shard reads them back: typed, without resolving them again."""
+        return cls(Controls.from_spec(data), data.get("batch_size"), bool(data.get("sort_by_length")))
+
 
 def choice_cap(settings: Settings) -> int:
     narrowing = settings.tournament_group or settings.jev_strict

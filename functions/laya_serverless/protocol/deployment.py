@@ -31,6 +31,15 @@ class Controls:
     head_max_len: int | None = None
     min_confidence: Threshold | None = None
 
+    def to_spec(self) -> dict[str, Any]:
+        """The checked controls as a job's spec keeps them (set fields only), read back by `from_spec`."""
+        return {name: value for name, value in vars(self).items() if value is not None}
+
+    @classmethod
+    def from_spec(cls, data: dict[str, Any]) -> Controls:
+        """Controls written by `to_spec` (already checked when the job was submitted: not checked again)."""
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
 
 class Deployment:
     def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str,

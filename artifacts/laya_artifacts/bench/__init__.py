@@ -1,0 +1,34 @@
+"""`laya-artifacts bench NAME ...`: the benchmarks and calibrations behind the figures in docs/.
+
+Each module keeps its own `main(argv)`; run from the repository root (they read its goldens and stores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = {
+    "runtime": "side by side against upstream laya and ONNXAgent: warm, cold, RSS, size",
+    "cold-start": "a fresh process to its first answer, from a published artifact",
+    "handler": "the Lambda handler's own overhead on saved API Gateway events",
+    "jobs": "batch-job throughput and the splitter's token rate (`-c token_rate`)",
+    "load-path": "graph load paths: file, memory, ORT format",
+    "graph-memory": "a graph's peak memory while its session is built",
+    "int8-classes": "int8 gate verdicts on this CPU and an emulated AVX2 CPU",
+    "profile-graph": "per-operator time of one artifact's graph",
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    module = importlib.import_module("laya_artifacts.bench." + args.benchmark.replace("-", "_"))
+    return int(module.main(args.arguments) or 0)
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    bench = commands.add_parser("bench", help="run a benchmark (%s)" % ", ".join(BENCHMARKS),
+                                description="\n".join("%-14s %s" % item for item in BENCHMARKS.items()),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("benchmark", choices=BENCHMARKS)
+    bench.add_argument("arguments", nargs=argparse.REMAINDER, help="the benchmark's own options (NAME --help)")
+    bench.set_defaults(run=run)

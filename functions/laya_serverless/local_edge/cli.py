@@ -1,0 +1,107 @@
+"""`laya-serverless`: what `sam local` users expect, without Docker or an AWS account.
+
+    laya-serverless serve                 the app on uvicorn (LAYA_HOST/LAYA_PORT, default 127.0.0.1:8000)
+    laya-serverless invoke --event FILE   the real Lambda handler on an API Gateway event; prints its response
+    laya-serverless job ...               batch jobs: submit | status | results (a server), run (this machine)
+    laya-serverless start-api             an HTTP front that turns each request into an API Gateway event for
+                                          the real handler, like `sam local start-api`: REST API (payload 1.0,
+                                          what the stack deploys) by default, `--payload v2` for HTTP API events
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..settings import Settings
+from .job_commands import add_job_commands
+from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
+
+
+def _say(message: str) -> None:
+    print("[laya-serverless] %s" % message, file=sys.stderr, flush=True)
+
+
+def _address(args: argparse.Namespace, settings: Settings) -> tuple[str, int]:
+    return args.host or settings.host or LOCAL_HOST, args.port or settings.port
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..artifact.store import open_store
+    from ..http.service import build_service
+    from .jobs_engine import local_jobs
+    from .server import uvicorn_config
+
+    settings = Settings.from_environ()
+    host, port = _address(args, settings)
+    store = open_store(settings.store)  # the process's one store: the app and the jobs engine share it
+    app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
+    _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
+        "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
+    uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
+    return 0
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    from ..lambda_edge.api_handler import make_handler
+
+    try:
+        event = json.loads(Path(args.event).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        _say("error: cannot read the event %s: %s" % (args.event, exc))
+        return 2
+    response = make_handler()(event, lambda_context())
+    print(json.dumps(response, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _start_api(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..lambda_edge.api_handler import make_handler
+    from .server import uvicorn_config
+
+    settings = Settings.from_environ()
+    host, port = _address(args, settings)
+    front = ApiGatewayFront(make_handler(), payload=args.payload)
+    _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
+         % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
+    try:
+        uvicorn.Server(uvicorn_config(front, settings, host, port)).run()
+    finally:
+        front.close()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="laya-serverless", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = root.add_subparsers(dest="command", required=True)
+    for name, run, text in (("serve", _serve, "serve the app with uvicorn"),
+                            ("start-api", _start_api, "an HTTP front over the Lambda handler")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
+        command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
+        command.set_defaults(run=run)
+        if name == "start-api":
+            command.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
+                                 help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
+    invoke = commands.add_parser("invoke", help="run the Lambda handler on one API Gateway event")
+    invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
+    invoke.set_defaults(run=_invoke)
+    add_job_commands(commands)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return int(args.run(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""`laya-serverless job ...`: batch jobs from the command line.
+
+    job submit FILE.jsonl | --input URI --questions Q.json [--url URL]   POST /v1/jobs; prints {"id", ...}
+    job status ID [--url URL]                                            GET /v1/jobs/{id}
+    job results ID [--url URL] [--out FILE]                              GET /v1/jobs/{id}/results (NDJSON)
+    job run INPUT.jsonl --questions Q.json --out OUT.jsonl [--workers N] the local engine, in this process,
+                                                                         with a progress bar on stderr
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..jobs.store_keys import INPUT_PREFIX
+from ..settings import API_KEY, Settings
+
+CONTROL_FLAGS = (("model", str), ("task", str), ("lang", str), ("max-len", int), ("head-max-len", int),
+                 ("min-confidence", json.loads))
+EXIT_PARTIAL = 3
+
+
+def _say(message: str) -> None:
+    print("[laya-serverless] %s" % message, file=sys.stderr, flush=True)
+
+
+def _controls(args: argparse.Namespace) -> dict[str, Any]:
+    return {flag.replace("-", "_"): getattr(args, flag.replace("-", "_")) for flag, _ in CONTROL_FLAGS
+            if getattr(args, flag.replace("-", "_")) is not None}
+
+
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": "application/json"}
+    key = args.key or os.environ.get(API_KEY)
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps(body, ensure_ascii=False).encode("utf-8") if body is not None else None
+    request = urllib.request.Request(args.url.rstrip("/") + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read())
+
+
+def _answered(status: int, payload: bytes, out: Path | None = None) -> int:
+    if status >= 400:
+        try:
+            detail = json.loads(payload).get("detail")
+        except (ValueError, AttributeError):
+            detail = payload[:500].decode("utf-8", "replace")
+        _say("error %d: %s" % (status, detail))
+        return 1
+    if out is not None:
+        out.write_bytes(payload)
+        _say("wrote %s (%d lines)" % (out, payload.count(b"\n")))
+    else:
+        sys.stdout.write(payload.decode("utf-8") + ("" if payload.endswith(b"\n") else "\n"))
+    return 0
+
+
+def _read_states(path: str) -> list[Any]:
+    return [json.loads(line) for line in Path(path).read_bytes().split(b"\n") if line.strip()]
+
+
+def _submit(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"questions": json.loads(Path(args.questions).read_text(encoding="utf-8")),
+                            **_controls(args)}
+    if (args.file is None) == (args.input is None):
+        _say("error: give a local JSONL file (sent inline) or --input URI (a file in the server's store)")
+        return 2
+    if args.file is not None:
+        body["states"] = _read_states(args.file)
+    else:
+        body["input"] = args.input
+    return _answered(*_request(args, "POST", "/v1/jobs", body))
+
+
+def _status(args: argparse.Namespace) -> int:
+    return _answered(*_request(args, "GET", "/v1/jobs/%s" % args.id))
+
+
+def _results(args: argparse.Namespace) -> int:
+    return _answered(*_request(args, "GET", "/v1/jobs/%s/results" % args.id), Path(args.out) if args.out else None)
+
+
+def progress_line(doc: dict[str, Any], elapsed: float) -> str:
+    finished = doc["done"] + doc["failed"]
+    filled = int(30 * finished / max(1, doc["states"]))
+    return "[%s%s] %d/%d states, %d/%d shards, %d failed, %.1f states/s" % (
+        "#" * filled, "." * (30 - filled), finished, doc["states"], doc["shards_done"], doc["shards_total"],
+        doc["failed"], finished / max(elapsed, 1e-9))
+
+
+def _run(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from ..artifact.store import open_store
+    from ..jobs.job_service import JobService
+    from ..jobs.results import read_spec
+    from ..jobs.runtime import load_worker
+    from ..protocol.routing import Registry, canonical_name
+    from .jobs_engine import LocalEngine
+
+    settings = Settings.from_environ()
+    store = open_store(settings.store)
+    data = Path(args.input).read_bytes()
+    key = "%s%s.jsonl" % (INPUT_PREFIX, hashlib.sha256(data).hexdigest()[:32])
+    store.create(key, data)  # content-addressed: the same file is stored once
+    workers = args.workers if args.workers is not None else max(1, settings.jobs_workers)
+    engine = LocalEngine(store, partial(load_worker, settings), workers=workers, resume=False)
+    names = [canonical_name(name) for name in settings.deployed]
+    registry = Registry({name: name for name in names if name not in Registry().sources})
+    body = {"input": key, "questions": json.loads(Path(args.questions).read_text(encoding="utf-8")),
+            **_controls(args)}
+    accepted = JobService(store, engine, settings).submit(body, registry, names)
+    _say("job %s: %d states in %d shards, %d worker process(es)" % (accepted["id"], accepted["states"],
+                                                                     accepted["shards"], workers))
+    started = time.monotonic()
+    try:
+        doc = _watch(engine, accepted["id"], started)
+    finally:
+        engine.close()
+    store.download(read_spec(store, doc["id"])["output"], Path(args.out))
+    _say("job %s %s in %.1f s: %s" % (doc["id"], doc["status"], time.monotonic() - started, args.out))
+    return {"succeeded": 0, "partial": EXIT_PARTIAL}.get(doc["status"], 1)
+
+
+def _watch(engine: Any, job_id: str, started: float) -> dict[str, Any]:
+    from ..jobs.state import TERMINAL, read_job
+
+    engine.start(job_id)
+    tty, last = sys.stderr.isatty(), ""
+    while True:
+        doc, _ = read_job(engine.store, job_id)
+        line = progress_line(doc, time.monotonic() - started)
+        if tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif line.split(",")[0] != last:
+            print(line, file=sys.stderr, flush=True)
+        last = line.split(",")[0]
+        if doc["status"] in TERMINAL:
+            if tty:
+                print(file=sys.stderr)
+            return doc
+        time.sleep(0.5)
+
+
+def add_job_commands(commands: Any) -> None:
+    """The `job` command and its four subcommands, on the main parser's subcommands."""
+    job = commands.add_parser("job", help="batch jobs: submit/status/results against a server, or run locally")
+    sub = job.add_subparsers(dest="job_command", required=True)
+    submit = sub.add_parser("submit", help="POST /v1/jobs")
+    submit.add_argument("file", nargs="?", help="a JSONL file of states, sent inline")
+    submit.add_argument("--input", help="a JSONL file already in the server's store, under jobs/input/")
+    status = sub.add_parser("status", help="GET /v1/jobs/{id}")
+    results = sub.add_parser("results", help="GET /v1/jobs/{id}/results")
+    results.add_argument("--out", help="write the NDJSON here instead of stdout")
+    run = sub.add_parser("run", help="run a job on this machine with the local engine")
+    run.add_argument("input", help="a JSONL file, one state per line")
+    run.add_argument("--out", required=True, help="where the results go (NDJSON, input order)")
+    run.add_argument("--workers", type=int, help="worker processes (default LAYA_JOBS_WORKERS or 1)")
+    for command, handler in ((submit, _submit), (status, _status), (results, _results), (run, _run)):
+        command.set_defaults(run=handler)
+        if command is status or command is results:
+            command.add_argument("id", help="the job id POST /v1/jobs answered")
+        if command is not run:
+            command.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
+            command.add_argument("--key", help="bearer key (default: LAYA_API_KEY)")
+        if command is submit or command is run:
+            command.add_argument("--questions", required=True, help="a JSON file: the questions object")
+            for flag, kind in CONTROL_FLAGS:
+                command.add_argument("--" + flag, type=kind, help="the %s control" % flag.replace("-", "_"))

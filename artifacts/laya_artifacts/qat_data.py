@@ -17,8 +17,9 @@ import random
 import re
 from typing import Any
 
+from laya_serverless.gate.replay import row_split
+
 from .gate_corpus import DATA_DIR, QUESTIONS_FILE, TEXTS_FILE, _applies, _read_jsonl
-from .parity import row_split
 
 SELECTION = "selection"
 DATA_VERSION = 1

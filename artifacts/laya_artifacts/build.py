@@ -62,7 +62,8 @@ from .emulated import (
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
-from .qat import QatSettings, prepare_build, trade_off
+from .qat import QatSettings
+from .qat_build import prepare_build, trade_off
 from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
 from .search import (
     MIN_SPEEDUP,
@@ -305,6 +306,13 @@ def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,
     return Staged(report, precision, None, retry, {"cuda": cuda})
 
 
+def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
+    """A quantization-aware build's trade-off beside the gate's figures, and its fine-tune in the manifest."""
+    if tuned is not None:
+        staged.report.notes.insert(0, trade_off(tuned))
+        staged.device_configuration["quantization_aware"] = tuned
+
+
 def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
                    revision: str | None = None, goldens_path: Path | None = None,
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
@@ -328,11 +336,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     recorded in the manifest. With `search_records` (a directory)
     the search's decision is kept there and reused by a later build of the same search (`search_records.py`;
     the package's shipped records are read too); `research` searches again.
-
-    `quantization_aware` (cpu-int8 only) first fine-tunes a copy of the checkpoint under the artifact's int8
-    scheme, distilled from the original's upstream FP32 (`qat.py`), and builds the copy; a checkpoint that
-    already is such a copy is built as one. Either way the gate's reference stays the original (its goldens),
-    and the manifest records the fine-tune.
+    `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme and builds it (`qat_build.py`): the
+    gate's reference stays the original's goldens, and the manifest records the fine-tune.
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
@@ -366,9 +371,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                                 exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer,
                                 emulate=emulate_classes, checkpoint_dir=Path(checkpoint_dir),
                                 records=search_records, research=research)
-    if tuned is not None:  # the trade-off beside the gate's figures, and the fine-tune in the manifest
-        staged.report.notes.insert(0, trade_off(tuned))
-        staged.device_configuration["quantization_aware"] = tuned
+    _note_fine_tune(staged, tuned)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
@@ -378,9 +381,9 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                          report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
-                  "weights_sha256": weights_sha256(Path(checkpoint_dir))}
-    if tuned is not None:  # the weights served are the tuned copy's; the reference the gate measured against
-        checkpoint["reference_weights_sha256"] = tuned["reference_weights_sha256"]
+                  "weights_sha256": weights_sha256(Path(checkpoint_dir)),
+                  # a quantization-aware copy's: the weights served are the copy's, the gate's reference its original's
+                  **({"reference_weights_sha256": tuned["reference_weights_sha256"]} if tuned else {})}
     corpus = canonical_goldens(goldens)
     write_manifest(out_dir, _configuration(checkpoint, target, staged, decode, fusion), report, sha256_bytes(corpus))
     # Beside the directory, not in it (the manifest lists only what serves): publish uploads it, and the

@@ -211,6 +211,7 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
                        help="do not prove the AVX2 class under qemu (it is then left to the deploy-time gate)")
     build.add_argument("--research", action="store_true",
                        help="search again even where a search record holds this search's decision")
+    _qat_options(build)
 
 
 def _qat_options(build: argparse.ArgumentParser) -> None:
@@ -280,7 +281,6 @@ def parser() -> argparse.ArgumentParser:
                        help="cpu-int8: a candidate must be X times as fast as FP32 on this machine "
                             "(default %(default)s; 0 lifts the rule)")
     _int8_options(build)
-    _qat_options(build)
     build.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="s3://bucket/prefix or a folder")
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.set_defaults(run=_build)

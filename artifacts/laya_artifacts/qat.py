@@ -8,25 +8,14 @@ probabilities and act probabilities, on the gate's selection cases and states ge
 it with the precision search's `encoder` candidate and gates it against the goldens of the **original**:
 the reference never moves.
 
-The scheme is the artifact's (`quantize.quantize_candidate`, `dynamic-int8`), module by module, with
-PyTorch's own QAT modules, which match onnxruntime's dynamic quantization exactly:
-- weights: `torch.ao.nn.qat.Linear` with a per-channel symmetric `FakeQuantize` over the output channel
-  (torch's `[out, in]` axis 0 is the exported MatMul's axis 1, as `quantize_dynamic` quantizes it), range
-  [-64, 64]: the 7-bit `reduce_range` that makes int8 kernel-exact on every x86 class (`quantize.py`). The
-  observer's averaging constant is 1, so the scale is the current weights' absmax / 64, as the quantizer
-  computes it from the weights it is given;
-- activations: torch's `default_dynamic_fake_quant` (uint8, per tensor, the current tensor's min/max with
-  zero included: onnxruntime's `DynamicQuantizeLinear`) on each quantized MatMul's input, padding included,
-  one case per step as the runtime runs one request.
-Only the encoder MatMuls the `encoder` candidate quantizes get fake quantization; embeddings and the
-decision head stay FP32 in the artifact and here.
+The scheme is the artifact's own int8, in PyTorch's QAT modules (`qat_scheme.py`).
 
 What is trained (`trainable`): `head` (default) is the decision head (FP32 in the artifact, right before
-the probabilities) and the encoder's norms and biases; `all` adds the encoder's weight matrices. The tuned
-copy keeps the original's files; only `model.safetensors` changes (trained tensors in FP32, the rest as the
-original stored them) and `laya_qat.json` records the fine-tune (recipe, data, steps, seed, both hashes,
-fidelity before and after). Progress is printed every `log_every` steps, the state is saved every
-`save_every` steps in `work_dir`, and `resume` continues from it.
+the probabilities), the encoder's norms and biases, and the top `train_layers` encoder layers whole; `all`
+adds every encoder weight matrix. The tuned copy keeps the original's files; only `model.safetensors` changes
+(trained tensors in FP16, as upstream stores every tensor) and `laya_qat.json` records the fine-tune (recipe,
+data, steps, seed, both hashes, fidelity before and after). Progress is printed every `log_every` steps,
+the state is saved every `save_every` steps in `work_dir`, and `resume` continues from it.
 """
 
 from __future__ import annotations
@@ -46,15 +35,15 @@ from laya_serverless.artifact.manifest import sha256_file
 
 from .goldens import _encode_case, weights_sha256
 from .qat_data import training_cases
-from .quantize import _LAYER, _PARTS, REDUCE_RANGE
+from .qat_scheme import WEIGHT_RANGE, attach_fake_quant
+from .qat_state import STATE_FILE, restore, save_state
+from .quantize import REDUCE_RANGE
 
 QAT_RECORD = "laya_qat.json"
-STATE_FILE = "qat_state.pt"
 CHECKPOINT_DIR = "checkpoint"
 # The search a tuned copy gets: the candidate it was tuned for first; the mixes only if that fails, so a
 # refusal still carries the per-layer and per-node tables.
 QAT_CANDIDATES = ("encoder", "layer-mix", "node-mix")
-WEIGHT_RANGE = (-64, 64) if REDUCE_RANGE else (-127, 127)
 TRAINABLE = ("head", "all")
 HARD_MARGIN = 0.04  # the gate's hard-mismatch band at the int8 tolerance (2 x 0.02)
 
@@ -85,55 +74,6 @@ class QatSettings:
         return {k: v for k, v in asdict(self).items()
                 if k in ("steps", "lr", "accumulate", "seed", "trainable", "train_layers", "warmup",
                           "generated_per_case")}
-
-
-def _node_name(module: str) -> str:
-    """The exported MatMul's node name for an encoder `nn.Linear` (`export.py`'s TorchScript names)."""
-    path = "/" + module.replace(".", "/")
-    return re.sub(r"/(layer|layers)/(\d+)/", r"/\1.\2/", path) + "/MatMul"
-
-
-def quantized_linears(model: Any) -> list[str]:
-    """The encoder `nn.Linear` modules whose MatMul the `encoder` candidate quantizes (`quantize._PARTS`)."""
-    import torch
-
-    names = []
-    for name, module in model.named_modules():
-        if not isinstance(module, torch.nn.Linear) or not name.startswith("encoder."):
-            continue
-        node = _node_name(name)
-        if _LAYER.match(node) and any(pattern.search(node) for _, pattern in _PARTS):
-            names.append(name)
-    return names
-
-
-def _qconfig() -> Any:
-    import torch
-    from torch.ao.quantization import FakeQuantize, MovingAveragePerChannelMinMaxObserver, QConfig
-    from torch.ao.quantization.fake_quantize import default_dynamic_fake_quant
-
-    weight = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver, averaging_constant=1.0,
-                                    quant_min=WEIGHT_RANGE[0], quant_max=WEIGHT_RANGE[1], dtype=torch.qint8,
-                                    qscheme=torch.per_channel_symmetric, ch_axis=0)
-    return QConfig(activation=default_dynamic_fake_quant, weight=weight)
-
-
-def attach_fake_quant(model: Any) -> list[str]:
-    """Swap the quantized encoder Linears for QAT Linears (weights) with a dynamic input fake quant."""
-    import torch.ao.nn.qat as nnqat
-
-    qconfig = _qconfig()
-    names = quantized_linears(model)
-    for name in names:
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name)
-        linear = getattr(parent, child)
-        linear.qconfig = qconfig
-        fake = nnqat.Linear.from_float(linear)
-        fake.input_fake_quant = qconfig.activation()
-        fake.register_forward_pre_hook(lambda module, args: (module.input_fake_quant(args[0]), *args[1:]))
-        setattr(parent, child, fake)
-    return names
 
 
 def _encoder_layer(name: str) -> int | None:
@@ -262,18 +202,6 @@ def _lr_factor(step: int, settings: QatSettings) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - settings.warmup) / span)))
 
 
-def _save_state(path: Path, step: int, model: Any, names: Sequence[str], optimizer: Any, settings: QatSettings,
-                reference: str, before: dict[str, Any], seconds: float) -> None:
-    import torch
-
-    params = dict(model.named_parameters())
-    tmp = path.with_suffix(".tmp")
-    torch.save({"step": step, "trainable": {n: params[n].detach().cpu().clone() for n in names},
-                "optimizer": optimizer.state_dict(), "recipe": settings.recipe(), "reference": reference,
-                "before": before, "seconds": seconds, "rng": torch.get_rng_state()}, tmp)
-    tmp.replace(path)
-
-
 def write_tuned(original: Path, out: Path, tensors: dict[str, Any], record: dict[str, Any]) -> Path:
     """The original's files with `model.safetensors` rewritten (`tensors` replace theirs) and `laya_qat.json`."""
     from safetensors.torch import load_file, save_file
@@ -359,6 +287,31 @@ def train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, An
         torch.set_num_threads(before_threads)
 
 
+def _record(settings: QatSettings, data: dict[str, Any], names: Sequence[str], values: int, quantized: int,
+            reference: str, before: dict[str, Any], after: dict[str, Any], seconds: float) -> dict[str, Any]:
+    import torch
+
+    return {
+        "method": "quantization-aware fine-tuning, distilled from the original's upstream FP32",
+        "library": "torch %s: torch.ao.nn.qat.Linear, FakeQuantize (MovingAveragePerChannelMinMaxObserver, "
+                   "averaging 1, per-channel symmetric [%d, %d]); default_dynamic_fake_quant on MatMul inputs"
+                   % (torch.__version__, *WEIGHT_RANGE),
+        "scheme": "the artifact's dynamic int8: per-channel %d-bit symmetric weights, uint8 per-tensor dynamic "
+                  "activations, every encoder MatMul" % (7 if REDUCE_RANGE else 8),
+        "recipe": settings.recipe(),
+        "loss": "squared error + 0.5 x KL (on log-probabilities) of the option (temperature-scaled) and act "
+                "probabilities",
+        "optimizer": "AdamW, no weight decay, linear warmup then cosine, grad norm 1.0, one case a step, "
+                     "gradients accumulated over `accumulate` steps",
+        "data": data, "steps": settings.steps, "seed": settings.seed, "device": settings.device,
+        "trained_tensors": len(names), "trained_values": values, "stored": "trained tensors in FP16",
+        "fake_quantized_matmuls": quantized, "reference_weights_sha256": reference,
+        "fidelity": {"measured_on": "selection cases, PyTorch fake quantization vs the teacher",
+                     "before": before, "after": after},
+        "seconds": round(seconds, 1), "threads": settings.threads,
+    }
+
+
 def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, Any], settings: QatSettings,
            work_dir: Path, progress: Progress) -> tuple[dict[str, Any], dict[str, Any]]:
     import torch
@@ -379,19 +332,8 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     optimizer = torch.optim.AdamW([params[n] for n in names], lr=settings.lr, weight_decay=0.0)
     work_dir.mkdir(parents=True, exist_ok=True)
     state_path = work_dir / STATE_FILE
-    start, before, spent = 0, None, 0.0
-    if settings.resume and state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
-        if state["reference"] != reference or state["recipe"] != settings.recipe():
-            raise ValueError("%s is a fine-tune of other weights or with another recipe; remove it or drop "
-                             "--resume" % state_path)
-        with torch.no_grad():
-            for name, value in state["trainable"].items():
-                params[name].copy_(value)
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        start, before, spent = state["step"], state["before"], state["seconds"]
-        progress("    qat: resuming at step %d/%d from %s" % (start, settings.steps, state_path))
+    start, before, spent = restore(state_path, settings.resume, settings.steps, settings.recipe(), reference, params,
+                                   optimizer, progress)
     if before is None:
         before = fidelity(model, selection)
     values = sum(params[n].numel() for n in names)
@@ -401,7 +343,7 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     order = random.Random(settings.seed)
     sequence = [i for _ in range(math.ceil(settings.steps / max(1, len(examples))) + 1)
                 for i in order.sample(range(len(examples)), len(examples))]
-    ema, t0 = None, time.perf_counter()
+    ema, t0, cpu0 = None, time.perf_counter(), time.process_time()
     for step in range(start, settings.steps):
         for group in optimizer.param_groups:
             group["lr"] = settings.lr * _lr_factor(step, settings)
@@ -417,10 +359,11 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
         done = step + 1
         if done % settings.log_every == 0 or done == settings.steps:
             rate = (time.perf_counter() - t0) / (done - start)
-            progress("    qat: step %d/%d loss %.4g (ema), %.3f s/step, about %.1f min left"
-                     % (done, settings.steps, ema, rate, rate * (settings.steps - done) / 60))
+            cpu = (time.process_time() - cpu0) / (done - start)  # what a step costs where neighbours take the CPU
+            progress("    qat: step %d/%d loss %.4g (ema), %.3f s/step (%.3f CPU s), about %.1f min left"
+                     % (done, settings.steps, ema, rate, cpu, rate * (settings.steps - done) / 60))
         if done % settings.save_every == 0 and done % settings.accumulate == 0 and done < settings.steps:
-            _save_state(state_path, done, model, names, optimizer, settings, reference, before,
+            save_state(state_path, done, model, names, optimizer, settings.recipe(), reference, before,
                         spent + time.perf_counter() - started)
     # What ships is what upstream's own checkpoints hold: FP16 tensors. Measured after that rounding.
     tensors = {n: params[n].detach().cpu().half() for n in names}
@@ -430,71 +373,6 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     after = fidelity(model, selection)
     seconds = spent + time.perf_counter() - started
     progress("    qat: after %d steps (%.0f s): %s" % (settings.steps, seconds, _figures(after)))
-    record = {
-        "method": "quantization-aware fine-tuning, distilled from the original's upstream FP32",
-        "library": "torch %s: torch.ao.nn.qat.Linear, FakeQuantize (MovingAveragePerChannelMinMaxObserver, "
-                   "averaging 1, per-channel symmetric [%d, %d]); default_dynamic_fake_quant on MatMul inputs"
-                   % (torch.__version__, *WEIGHT_RANGE),
-        "scheme": "the artifact's dynamic int8: per-channel %d-bit symmetric weights, uint8 per-tensor dynamic "
-                  "activations, every encoder MatMul" % (7 if REDUCE_RANGE else 8),
-        "recipe": settings.recipe(),
-        "loss": "squared error + 0.5 x KL (on log-probabilities) of the option (temperature-scaled) and act "
-                "probabilities",
-        "optimizer": "AdamW, no weight decay, linear warmup then cosine, grad norm 1.0, one case a step, "
-                     "gradients accumulated over `accumulate` steps",
-        "data": data, "steps": settings.steps, "seed": settings.seed, "device": settings.device,
-        "trained_tensors": len(names), "trained_values": values, "stored": "trained tensors in FP16",
-        "fake_quantized_matmuls": len(quantized), "reference_weights_sha256": reference,
-        "fidelity": {"measured_on": "selection cases, PyTorch fake quantization vs the teacher",
-                     "before": before, "after": after},
-        "seconds": round(seconds, 1), "threads": settings.threads,
-    }
+    record = _record(settings, data, names, values, len(quantized), reference, before, after, seconds)
     state_path.unlink(missing_ok=True)
     return tensors, record
-
-
-def check_reference(record: dict[str, Any], goldens: dict[str, Any]) -> None:
-    """A tuned copy is gated against its original's goldens, never its own (`ValueError` otherwise)."""
-    recorded = goldens.get("checkpoint", {}).get("weights_sha256")
-    if recorded != record.get("reference_weights_sha256"):
-        raise ValueError("this checkpoint is a quantization-aware copy of weights %s…; gate it against the "
-                         "original's goldens (--goldens), not goldens of %s…"
-                         % (str(record.get("reference_weights_sha256"))[:12], str(recorded)[:12]))
-
-
-def prepare_build(checkpoint_dir: Path, goldens: dict[str, Any], target: str, candidates: Sequence[str] | None,
-                  settings: QatSettings | None, out_dir: Path,
-                  progress: Progress = lambda _m: None) -> tuple[Path, Sequence[str] | None, dict[str, Any] | None]:
-    """What `build_artifact` exports and searches: (checkpoint, candidates, fine-tune record).
-
-    With `settings`, the checkpoint is fine-tuned first (kept in `settings.work_dir`, by default beside
-    `out_dir`) and its tuned copy is built; a checkpoint that already is a tuned copy (`laya_qat.json`) is
-    built as it is. Either way the goldens must be the original's, and the search starts with the candidate
-    the copy was tuned for (`QAT_CANDIDATES`) unless `candidates` says otherwise. Other checkpoints pass."""
-    from laya_serverless.artifact.targets import CPU_INT8
-
-    record = tuned_record(checkpoint_dir)
-    if settings is None and record is None:
-        return checkpoint_dir, candidates, None
-    if target != CPU_INT8:
-        raise ValueError("quantization-aware fine-tuning is for %s; %s builds the original checkpoint"
-                         % (CPU_INT8, target))
-    if settings is not None:
-        if record is not None:
-            raise ValueError("%s is already a quantization-aware copy; build it without --quantization-aware"
-                             % checkpoint_dir)
-        work_dir = settings.work_dir or Path(out_dir).parent / ("%s.qat" % Path(out_dir).name)
-        progress("    quantization-aware fine-tune of a copy of %s in %s (%d steps%s)"
-                 % (checkpoint_dir, work_dir, settings.steps, ", resuming" if settings.resume else ""))
-        checkpoint_dir = fine_tune(checkpoint_dir, goldens, settings, work_dir, progress)
-        record = tuned_record(checkpoint_dir)
-        assert record is not None
-    check_reference(record, goldens)
-    return checkpoint_dir, list(candidates) if candidates else list(QAT_CANDIDATES), record
-
-
-def trade_off(record: dict[str, Any]) -> str:
-    """The fine-tune's effect in one line, for the report (PyTorch fake quantization, selection cases)."""
-    fid = record["fidelity"]
-    return "quantization-aware fine-tune (%d steps, %s): on selection, in PyTorch, before %s; after %s" % (
-        record["steps"], record["recipe"]["trainable"], _figures(fid["before"]), _figures(fid["after"]))

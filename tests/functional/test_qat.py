@@ -11,15 +11,10 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts.qat import (
-    QAT_RECORD,
-    QatSettings,
-    check_reference,
-    fine_tune,
-    prepare_build,
-    quantized_linears,
-)
+from laya_artifacts.qat import QAT_RECORD, QatSettings, fine_tune
+from laya_artifacts.qat_build import check_reference, prepare_build
 from laya_artifacts.qat_data import selection_cases, training_cases
+from laya_artifacts.qat_scheme import quantized_linears
 from laya_serverless.gate.splits import split_for
 
 from ..conftest import GOLDENS, golden_slice, write_goldens_file
@@ -76,7 +71,7 @@ def test_the_fake_quantization_is_onnxruntime_s_dynamic_int8(tmp_path: Path) -> 
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from laya_artifacts.qat import attach_fake_quant
+    from laya_artifacts.qat_scheme import attach_fake_quant
     from laya_artifacts.quantize import REDUCE_RANGE
 
     torch.manual_seed(0)
@@ -108,7 +103,7 @@ def test_the_fake_quantization_is_onnxruntime_s_dynamic_int8(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_the_fake_quantized_linears_are_the_exported_encoder_matmuls(tiny_modernbert: tuple[Path, Path]) -> None:
     from laya_artifacts.export import load_reference
-    from laya_artifacts.qat import _node_name
+    from laya_artifacts.qat_scheme import _node_name
     from laya_artifacts.quantize import encoder_matmuls
 
     checkpoint, export = tiny_modernbert
@@ -180,7 +175,8 @@ def test_a_quantization_aware_build_gates_the_copy_against_the_original(
         patch.setattr(search, "SPEED_CASES", 2)
         try:
             build_artifact(checkpoint, "cpu-int8", out, goldens_path=goldens, quantization_aware=settings,
-                           candidates=["encoder"], min_speedup=0, timer=fixed_speeds({"fp32": 100.0, "encoder": 50.0}), progress=said.append)
+                           candidates=["encoder"], min_speedup=0, progress=said.append,
+                           timer=fixed_speeds({"fp32": 100.0, "encoder": 50.0}))
         except GateFailed as exc:
             assert exc.report.notes[0].startswith("quantization-aware fine-tune (8 steps, head)")
             assert (out / "parity_report.txt").is_file()

@@ -45,7 +45,8 @@ def prepare_build(checkpoint_dir: Path, goldens: dict[str, Any], target: str, ca
                  % (checkpoint_dir, work_dir, settings.steps, ", resuming" if settings.resume else ""))
         checkpoint_dir = fine_tune(checkpoint_dir, goldens, settings, work_dir, progress)
         record = tuned_record(checkpoint_dir)
-        assert record is not None
+    if record is None:  # a fine-tune always writes its record
+        raise ValueError("%s holds no fine-tune record" % checkpoint_dir)
     check_reference(record, goldens)
     return checkpoint_dir, list(candidates) if candidates else list(QAT_CANDIDATES), record
 

@@ -2,8 +2,9 @@
 
     python layers/build_layer.py [--arch x86_64|arm64] [--out build/lambda] [--python PATH_TO_PYTHON3.12]
 
-- layer:    `<out>/<arch>/layer/python/` — the runtime dependencies of pyproject.toml, installed from
-            manylinux wheels for CPython 3.12 (`pip --target --platform ... --only-binary=:all:`,
+- layer:    `<out>/<arch>/layer/python/` — the runtime dependencies of pyproject.toml as hash-locked in
+            `layers/requirements.lock` (`python layers/lock.py` writes it), installed from manylinux wheels
+            for CPython 3.12 (`pip --require-hashes --no-deps --target --platform ... --only-binary=:all:`,
             every platform tag listed: pip does not widen them itself), trimmed of tests and
             build-time tool folders, with compiled .pyc (the code directory is read-only on Lambda);
 - function: `<out>/<arch>/function/` — the runtime package, whole (its `gate` subpackage replays the gate
@@ -28,6 +29,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "artifacts"))  # this checkout's laya_artifacts, whatever is installed
+
+from laya_artifacts.runtime_lock import LOCK_FILE, LockError, check_lock, runtime_pins  # noqa: E402
+
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 PLATFORMS = {
     "x86_64": ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"],
@@ -52,9 +57,19 @@ def interface_client_requirements() -> list[str]:
 
 
 def pip_install_for_lambda(site: Path, platforms: list[str], requirements: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site),
-                    "--python-version", "3.12", "--implementation", "cp", "--only-binary=:all:", *platforms,
-                    *requirements], check=True)
+    subprocess.run(pip_command(site, platforms, requirements), check=True)
+
+
+def pip_command(site: Path, platforms: list[str], requirements: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site), "--python-version", "3.12",
+            "--implementation", "cp", "--only-binary=:all:", *platforms, *requirements]
+
+
+def locked_requirements(lock: Path = LOCK_FILE, pins: dict[str, str] | None = None) -> list[str]:
+    """pip's arguments for the hash-locked install: refused here, before pip, when the lock has an unhashed or
+    unpinned line or is stale against pyproject; pip then refuses any file whose sha256 the lock does not list."""
+    check_lock(lock.read_text(), runtime_pins() if pins is None else pins)
+    return ["--require-hashes", "--no-deps", "-r", str(lock)]
 
 
 def find_python312(explicit: str | None) -> str | None:
@@ -84,8 +99,14 @@ def build(arch: str, out: Path, python312: str | None) -> int:
         shutil.rmtree(target)
     site = target / "layer" / "python"
     platforms = [arg for tag in PLATFORMS[arch] for arg in ("--platform", tag)]
-    say("installing %s for CPython 3.12 %s into %s" % (", ".join(runtime_requirements()), arch, site))
-    pip_install_for_lambda(site, platforms, runtime_requirements())
+    try:
+        locked = locked_requirements()
+    except LockError as exc:
+        say("error: %s" % exc)
+        return 1
+    say("installing %s (%s) for CPython 3.12 %s into %s" % (", ".join(runtime_requirements()), LOCK_FILE.name,
+                                                           arch, site))
+    pip_install_for_lambda(site, platforms, locked)
     pip_install_for_lambda(target / "runtime", platforms, interface_client_requirements())
     for relative in TRIM:
         shutil.rmtree(site / relative, ignore_errors=True)

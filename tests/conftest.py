@@ -10,7 +10,7 @@ import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -178,3 +178,27 @@ def close_mangums_loop() -> Iterator[None]:
         loop.close()
     asyncio.set_event_loop(None)
     gc.collect()
+
+
+MOTO_REGION = "us-east-1"
+
+
+@pytest.fixture
+def moto_config() -> dict[str, Any]:
+    """moto's configuration for the tests below this conftest (tests/cloud overrides it: its Step Functions
+    executes the state machine definitions, moto's ASL interpreter, instead of recording executions)."""
+    return {}
+
+
+@pytest.fixture
+def moto_aws(monkeypatch: pytest.MonkeyPatch, moto_config: dict[str, Any]) -> Iterator[Callable[[str], Any]]:
+    """The suite's one moto fixture: every AWS API faked for the test, with fake credentials in MOTO_REGION (no
+    real call can leave the machine). Yields `client(service)`."""
+    import boto3
+    from moto import mock_aws
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.setenv(name, "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", MOTO_REGION)
+    with mock_aws(config=cast(Any, moto_config) or None):
+        yield lambda service: boto3.client(service, region_name=MOTO_REGION)

@@ -16,6 +16,12 @@ BUCKET_PREFIX = "laya-serverless"
 _ALL_BLOCKED = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
                 "RestrictPublicBuckets": True}
 _MISSING = ("404", "NoSuchBucket", "NotFound")
+# The stack's retention (infra/laya_infra/constants.py; a test ties them): job data expires, artifacts never do.
+DEFAULT_JOBS_RETENTION_DAYS = 30
+MAX_JOBS_RETENTION_DAYS = 3650
+JOBS_NONCURRENT_DAYS = 1
+MULTIPART_ABORT_DAYS = 7
+JOBS_PREFIX = "jobs/"  # laya_serverless.jobs.store_keys.JOBS_PREFIX
 _NOT_YOURS = ("403", "AccessDenied", "Forbidden")
 
 
@@ -49,6 +55,39 @@ def create_bucket(s3: Any, name: str, region: str) -> None:
         "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
     s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
     s3.put_bucket_policy(Bucket=name, Policy=tls_only_policy(name, region))
+
+
+def lifecycle_rules(artifact_prefix: str, retention_days: int) -> list[dict[str, Any]]:
+    """The stack's lifecycle rules (`laya_infra.storage.retention_rules`) as S3's API spells them: everything
+    under `<artifact_prefix>/jobs/` expires after `retention_days`, its old versions a day later, then their delete
+    markers; unfinished multipart uploads are aborted bucket-wide."""
+    jobs = {"Prefix": "%s/%s" % (artifact_prefix.strip("/"), JOBS_PREFIX)}
+    return [
+        {"ID": "laya-jobs-expire", "Filter": jobs, "Status": "Enabled", "Expiration": {"Days": retention_days},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": JOBS_NONCURRENT_DAYS}},
+        {"ID": "laya-jobs-delete-markers", "Filter": jobs, "Status": "Enabled",
+         "Expiration": {"ExpiredObjectDeleteMarker": True}},
+        {"ID": "laya-abort-multipart", "Filter": {"Prefix": ""}, "Status": "Enabled",
+         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": MULTIPART_ABORT_DAYS}},
+    ]
+
+
+def ensure_lifecycle(s3: Any, name: str, artifact_prefix: str, retention_days: int) -> bool:
+    """Put `lifecycle_rules` on `name`, keeping the bucket's other rules (ours are replaced by their IDs); True
+    when something changed. S3 replaces a lifecycle configuration whole, hence the merge."""
+    try:
+        present = s3.get_bucket_lifecycle_configuration(Bucket=name).get("Rules", [])
+    except Exception as exc:
+        if _code(exc) != "NoSuchLifecycleConfiguration":
+            raise
+        present = []
+    ours = lifecycle_rules(artifact_prefix, retention_days)
+    ids = {rule["ID"] for rule in ours}
+    if [rule for rule in present if rule.get("ID") in ids] == ours:
+        return False
+    kept = [rule for rule in present if rule.get("ID") not in ids]
+    s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": kept + ours})
+    return True
 
 
 def bucket_problems(s3: Any, name: str) -> list[str]:
@@ -92,4 +131,5 @@ def ensure_bucket(s3: Any, name: str, region: str) -> bool:
     return False
 
 
-__all__ = ["bucket_problems", "create_bucket", "default_bucket_name", "ensure_bucket", "tls_only_policy"]
+__all__ = ["bucket_problems", "create_bucket", "default_bucket_name", "ensure_bucket", "ensure_lifecycle",
+           "lifecycle_rules", "tls_only_policy"]

@@ -65,6 +65,7 @@ from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, 
 from .qat import QatSettings
 from .qat_build import prepare_build, trade_off
 from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
+from .runtime_lock import runtime_record
 from .search import (
     MIN_SPEEDUP,
     SEARCH_THREADS,
@@ -138,6 +139,7 @@ def write_manifest(artifact_dir: Path, configuration: dict[str, Any], report: Ga
         "parity": {**report.as_dict(), "goldens_sha256": goldens_sha256},
         "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in files},
         "tools": tool_versions(),
+        "runtime": runtime_record(),  # the hash lock of the Lambda layer built from this checkout
     }
     path = artifact_dir / MANIFEST_FILE
     path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -163,7 +163,8 @@ def _deploy(args: argparse.Namespace) -> int:
 
     request = Request(checkpoints=tuple(args.checkpoint) if args.checkpoint else None,
                       artifacts=tuple(Path(a) for a in args.artifact), targets=tuple(args.targets.split(",")),
-                      context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache))
+                      context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache),
+                      revision=args.revision)
     try:
         deployed = deploy(request, aws_seams(), _progress)
     except DeployFailed as exc:
@@ -177,6 +178,8 @@ def _add_deploy(commands: argparse._SubParsersAction) -> None:
                                                 "smoke-test the API (docs/deploy.md)")
     deploy.add_argument("--checkpoint", action="append", metavar="SOURCE",
                         help="demo (the default), a local checkpoint directory or a Hugging Face id; repeatable")
+    deploy.add_argument("--revision", help="the Hugging Face checkpoint's branch, tag or commit (one --checkpoint); "
+                                           "default main, recorded as the commit it resolves to")
     deploy.add_argument("--artifact", action="append", default=[], metavar="DIR",
                         help="an artifact already built (and gated): published as it is; repeatable")
     deploy.add_argument("--targets", default="cpu-int8,cpu-fp32", metavar="T[,T]",
@@ -265,7 +268,7 @@ def parser() -> argparse.ArgumentParser:
     commands = root.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="export, quantize, gate and describe one artifact")
     build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
-    build.add_argument("--revision", help="Hugging Face revision (commit SHA) to pin")
+    build.add_argument("--revision", help="Hugging Face branch, tag or commit (default main), recorded as its commit")
     build.add_argument("--target", choices=TARGETS, default=CPU_INT8)
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
     build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")

@@ -34,7 +34,14 @@ from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FA
 from laya_serverless.errors import DeployFailed, GateFailed
 from laya_serverless.settings import DEPLOYED, Settings
 
-from .bucket import default_bucket_name, ensure_bucket
+from .bucket import (
+    DEFAULT_JOBS_RETENTION_DAYS,
+    MAX_JOBS_RETENTION_DAYS,
+    MULTIPART_ABORT_DAYS,
+    default_bucket_name,
+    ensure_bucket,
+    ensure_lifecycle,
+)
 from .demo import DEMO_NAME
 from .smoke import Http, smoke_test, urllib_client
 
@@ -67,6 +74,7 @@ class Request:
     context: Mapping[str, str] = field(default_factory=dict)
     cdk_args: tuple[str, ...] = ()
     cache: Path = Path(".cache")
+    revision: str | None = None  # the one Hugging Face checkpoint's revision; None: main, resolved to its commit
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,15 @@ def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progre
     name = context.get("artifact_bucket") or default_bucket_name(sts, region)
     created = ensure_bucket(s3, name, region)
     progress("%s s3://%s (%s)" % ("created" if created else "using", name, region))
+    # The stack takes this bucket as an existing one and cannot manage its rules: job data expires from here.
+    days_text = str(context.get("jobs_retention_days") or DEFAULT_JOBS_RETENTION_DAYS)
+    if not days_text.isdigit() or not 1 <= int(days_text) <= MAX_JOBS_RETENTION_DAYS:
+        raise DeployFailed("-c jobs_retention_days must be days between 1 and %d, got %r"
+                           % (MAX_JOBS_RETENTION_DAYS, days_text))
+    prefix = context.get("artifact_prefix", DEFAULT_ARTIFACT_PREFIX).strip("/")
+    if ensure_lifecycle(s3, name, prefix, int(days_text)):
+        progress("    lifecycle: %s/jobs/ expires after %s days, unfinished uploads after %d"
+                 % (prefix, days_text, MULTIPART_ABORT_DAYS))
     return name
 
 
@@ -303,10 +320,13 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
     """Run the six steps in order; the first failure raises `DeployFailed` naming its step."""
     from .sources import resolve_source
 
-    resolve = seams.resolve or (lambda source: resolve_source(source, None, request.cache, progress))
+    resolve = seams.resolve or (lambda source: resolve_source(source, request.revision, request.cache, progress))
     build = seams.build or pipeline_builder(request.cache, progress)
 
     def first() -> tuple[list[Built], dict[str, str]]:
+        if request.revision is not None and len(request.checkpoints or ()) != 1:
+            raise DeployFailed("--revision pins one Hugging Face checkpoint: name exactly one --checkpoint (or build "
+                               "each with `laya-artifacts build ID --revision REV` and deploy them with --artifact)")
         built = build_step(request, resolve, build, progress)
         return built, plan_context(request.context, built, progress)
 

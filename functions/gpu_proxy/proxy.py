@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 ENDPOINT_ENV = "LAYA_GPU_ENDPOINT"
+# Set where the endpoint hosts the model as an inference component (-c gpu_min_instances=0, scale to zero).
+COMPONENT_ENV = "LAYA_GPU_INFERENCE_COMPONENT"
 # (method, path after /gpu/) -> the container's route; anything else is the app's own 404.
 ROUTES = {("POST", "v1/systemone"): "systemone", ("POST", "v1/systemone/batch"): "batch", ("GET", "health"): "health"}
 _CODING = re.compile(r"^[A-Za-z0-9-]{1,32}$")
@@ -76,9 +78,11 @@ def handler(event: dict[str, Any], _context: Any, client: Any = None) -> dict[st
     body = base64.b64decode(raw) if event.get("isBase64Encoded") else str(raw).encode("utf-8")
     from botocore.exceptions import BotoCoreError, ClientError
 
+    component = os.environ.get(COMPONENT_ENV)
+    target = {"EndpointName": os.environ[ENDPOINT_ENV], **({"InferenceComponentName": component} if component else {})}
     try:
         reply = (client or _sagemaker()).invoke_endpoint(
-            EndpointName=os.environ[ENDPOINT_ENV], ContentType="application/json", Accept="application/json",
+            **target, ContentType="application/json", Accept="application/json",
             CustomAttributes=attributes, Body=body or b"{}")
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "ModelError":

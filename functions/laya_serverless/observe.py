@@ -18,6 +18,7 @@ INFERENCE_MS = "InferenceMs"
 ROWS = "Rows"  # question rows decided (states x questions)
 INPUT_TOKENS = "InputTokens"
 REFUSED_ARTIFACTS = "RefusedArtifacts"  # refused at load (missing, failed verification, unproven int8)
+CLASS_SWITCHES = "ClassSwitches"  # artifacts chosen again after a restore on another CPU class (assembly/reclass)
 ADMISSION_REFUSALS = "AdmissionRefusals"  # 503 server busy: reading gate or admission full
 UNSUPPORTED_EVENTS = "UnsupportedEvents"
 HTTP_EVENTS = "HttpEvents"

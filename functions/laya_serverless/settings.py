@@ -32,6 +32,7 @@ JEV_STRICT = "LAYA_JEV_STRICT"
 AUTO_TASK = "LAYA_AUTO_TASK"
 DEFAULT_MODEL = "LAYA_DEFAULT_MODEL"
 THREADS = "LAYA_THREADS"
+SPINNING = "LAYA_SPINNING"
 TOURNAMENT_GROUP = "LAYA_TOURNAMENT_GROUP"
 IDLE_UNLOAD_SECONDS = "LAYA_IDLE_UNLOAD_SECONDS"
 HOST, PORT = "LAYA_HOST", "LAYA_PORT"
@@ -43,6 +44,7 @@ GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"
+GPU_INFERENCE_COMPONENT = "LAYA_GPU_INFERENCE_COMPONENT"
 DEVICE = "LAYA_DEVICE"
 DEFAULT_TARGETS = {CPU: DEFAULT_CPU_TARGET, CUDA: DEFAULT_CUDA_TARGET}
 READS_PER_CLIENT = "LAYA_MAX_READS_PER_CLIENT"
@@ -163,6 +165,8 @@ class Settings:
                                    "Graphs stream into memory, never into the cache (Lambda: /tmp is 512 MB)")
     threads: int | None = _field(THREADS, Text("integer 0-256", _threads), None,
                                  "ONNX Runtime intra-op threads (unset or 0: sized to the CPU share)")
+    spinning: bool = _field(SPINNING, Boolean(), False,
+                            "ONNX Runtime's idle threads spin (off: under a CPU quota spinning burns granted time)")
     # Batch jobs (docs/jobs.md)
     jobs_state_machine: str | None = _field(JOBS_STATE_MACHINE, Text("Step Functions ARN"), None,
                                             "Lambda: the Step Functions engine; unset: the local engine")
@@ -203,6 +207,8 @@ class Settings:
 OTHER_FUNCTIONS = (
     Field(GPU_ENDPOINT, Text("SageMaker endpoint name"), None,
           "The /gpu proxy function: the SageMaker endpoint it invokes"),
+    Field(GPU_INFERENCE_COMPONENT, Text("SageMaker inference component name"), None,
+          "The /gpu proxy function: the inference component it names (-c gpu_min_instances=0)"),
 )
 
 

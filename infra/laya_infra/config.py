@@ -124,7 +124,8 @@ class DeployConfig:
     jev_strict: bool = _linked("jev_strict")
     jev_confidence: str = _linked("jev_confidence")
     asset_dir: Path = _c("asset_dir", Text("folder", lambda text: Path(text).resolve()), c.DEFAULT_ASSET_DIR,
-                         "The built Lambda package (layers/build_layer.py)", "build/lambda")
+                         "The built Lambda package (layers/build_layer.py)", "build/lambda",
+                         shown_default="build/lambda in the checkout")
     snapstart: bool = _c("snapstart", Boolean(), True, "SnapStart on the API function's published versions",
                          "false")
     provisioned_concurrency: int | None = _c(
@@ -145,6 +146,9 @@ class DeployConfig:
                                   "A failing deploy gate rolls the deployment back", "true")
     graph_mb: int | None = _c("graph_mb", Integer(1, 4096), None,
                               "The largest deployed graph (MiB); the deploy command passes it", "626")
+    jobs_retention_days: int = _c("jobs_retention_days", Integer(1, c.MAX_JOBS_RETENTION_DAYS),
+                                  c.DEFAULT_JOBS_RETENTION_DAYS, "Days after which job data (the bucket's "
+                                  "`<artifact_prefix>/jobs/`) expires; the stack's own bucket", "30")
 
     @property
     def function_asset(self) -> Path:
@@ -156,7 +160,8 @@ class DeployConfig:
 
     @property
     def threads(self) -> int:
-        """Intra-op threads sized to the vCPUs this memory setting buys (at least one)."""
+        """Whole vCPUs this memory setting buys (at least one): what token rates are planned on. The function
+        sizes its own threads to its CPU quota (functions/laya_serverless/core/cpu_share.py): no LAYA_THREADS."""
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
 
     @property

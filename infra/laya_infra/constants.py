@@ -64,6 +64,10 @@ JOBS_TASK_RETRIES = 2                                      # Step Functions retr
 JOBS_ASYNC_RETRIES = 2                                     # Lambda's retries of a direct async submission
 JOBS_EVENT_AGE_S = 6 * 3600                                # an async submission older than this goes to the DLQ
 JOBS_DLQ_RETENTION_DAYS = 14
+DEFAULT_JOBS_RETENTION_DAYS = 30                           # jobs/ objects (inputs, shards, outputs) expire after
+MAX_JOBS_RETENTION_DAYS = 3650
+JOBS_NONCURRENT_DAYS = 1                                   # the versioned bucket's expired job versions, after
+MULTIPART_ABORT_DAYS = 7                                   # an unfinished multipart upload is aborted after
 JOB_ROUTES = (("POST", "v1/jobs"), ("GET", "v1/jobs/{id}"), ("GET", "v1/jobs/{id}/results"))
 # The splitter's row tokens a second one vCPU answers: the demo's FP32 graph measured at 512 on this project's
 # machine, rounded down (docs/jobs.md); `-c token_rate=` sets a checkpoint's own

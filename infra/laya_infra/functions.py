@@ -46,7 +46,6 @@ def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret |
         env.TARGET: config.target,
         env.CACHE_DIR: c.LAMBDA_CACHE_DIR,
         env.GRAPH_IN_MEMORY: "1",  # /tmp (512 MB, SnapStart or not) holds no checkpoint-sized FP32 graph
-        env.THREADS: str(config.threads),
         env.JEV_STRICT: "1" if config.jev_strict else "0",
         env.JEV_CONFIDENCE: config.jev_confidence,
         # REST API events carry the resource path (prefix included, stage not): Mangum strips the

@@ -21,6 +21,11 @@ class GpuConfig:
     invocations_per_instance: int = c.DEFAULT_GPU_INVOCATIONS_PER_INSTANCE
     target: str = c.DEFAULT_GPU_TARGET
 
+    @property
+    def scales_to_zero(self) -> bool:
+        """`-c gpu_min_instances=0`: an inference component whose copies, and the instances under them, go to 0."""
+        return self.min_instances == 0
+
     @classmethod
     def from_context(cls, get: Any) -> GpuConfig | None:
         """None without `-c gpu=true`; a GPU flag given without it is refused rather than ignored."""
@@ -41,7 +46,7 @@ class GpuConfig:
                                      raw["gpu_instance_type"], _flag("gpu_instance_type", c.DEFAULT_GPU_INSTANCE_TYPE)))
             values["instance_type"] = str(raw["gpu_instance_type"])
         if raw["gpu_min_instances"] is not None:
-            values["min_instances"] = _int(raw["gpu_min_instances"], "gpu_min_instances", 1, c.MAX_GPU_INSTANCES, "1")
+            values["min_instances"] = _int(raw["gpu_min_instances"], "gpu_min_instances", 0, c.MAX_GPU_INSTANCES, "1")
         if raw["gpu_max_instances"] is not None:
             values["max_instances"] = _int(raw["gpu_max_instances"], "gpu_max_instances", 1, c.MAX_GPU_INSTANCES, "2")
         if raw["gpu_invocations_per_instance"] is not None:
@@ -53,6 +58,9 @@ class GpuConfig:
                                   % (", ".join(c.GPU_TARGETS), raw["gpu_target"], _flag("gpu_target", "cuda-fp16")))
             values["target"] = str(raw["gpu_target"])
         config = cls(**values)
+        if config.scales_to_zero and raw["gpu_invocations_per_instance"] is not None:
+            raise ConfigError("context 'gpu_invocations_per_instance' does not apply with gpu_min_instances=0: the "
+                              "model's copies track concurrent requests (use -c gpu_min_instances=1 with it)")
         if config.max_instances < config.min_instances:
             raise ConfigError("context 'gpu_max_instances' (%d) is below 'gpu_min_instances' (%d) (use %s)"
                               % (config.max_instances, config.min_instances,

@@ -111,7 +111,7 @@ def jobs_environment(config: DeployConfig, artifacts: ArtifactBucket, state_mach
     """What the jobs function reads: the API's deployment settings, the engine, and how to size shards."""
     environment = {k: v for k, v in api_environment(config, artifacts.store_uri, None).items()
                    if k not in (env.API_BASE_PATH, env.ROOT_PATH)}
-    environment.update({env.THREADS: str(config.jobs_threads), env.JOBS_STATE_MACHINE: state_machine_arn,
+    environment.update({env.JOBS_STATE_MACHINE: state_machine_arn,
                         **shard_sizing(config)})
     return environment
 

@@ -8,6 +8,9 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from laya_serverless.jobs.store_keys import JOBS_PREFIX
+
+from . import constants as c
 from .config import DeployConfig
 from .suppressions import API_KEY_ROTATION, ARTIFACT_OBJECTS, acknowledge, prefix_rule
 
@@ -43,6 +46,7 @@ class ArtifactBucket(Construct):
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
                 server_access_logs_bucket=logs,
                 server_access_logs_prefix="artifact-bucket/",
+                lifecycle_rules=retention_rules(config),
                 removal_policy=RemovalPolicy.RETAIN,   # published artifacts outlive a stack teardown
             )
 
@@ -101,6 +105,21 @@ class ArtifactBucket(Construct):
         return iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn],
                                    conditions={"StringLike": {"s3:prefix": ["%s/%s*" % (self.config.artifact_prefix,
                                                                                          key_prefix)]}})
+
+
+def retention_rules(config: DeployConfig) -> list[s3.LifecycleRule]:
+    """Job data (inputs, shards, results, outputs, claims: everything under `<artifact prefix>/jobs/`) expires
+    after `-c jobs_retention_days`; on this versioned bucket the expired versions go a day later, then their
+    delete markers. Unfinished multipart uploads are aborted anywhere in the bucket. Artifacts never expire.
+    `laya_artifacts.bucket.lifecycle_rules` puts the same rules on the bucket `laya-artifacts deploy` creates."""
+    jobs = "%s/%s" % (config.artifact_prefix, JOBS_PREFIX)
+    return [
+        s3.LifecycleRule(id="laya-jobs-expire", prefix=jobs, expiration=Duration.days(config.jobs_retention_days),
+                         noncurrent_version_expiration=Duration.days(c.JOBS_NONCURRENT_DAYS)),
+        s3.LifecycleRule(id="laya-jobs-delete-markers", prefix=jobs, expired_object_delete_marker=True),
+        s3.LifecycleRule(id="laya-abort-multipart",
+                         abort_incomplete_multipart_upload_after=Duration.days(c.MULTIPART_ABORT_DAYS)),
+    ]
 
 
 class ApiKeySecret(Construct):

@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
 from laya_training.cases import case_file
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository root (.laya-store, .cache)
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--artifact", type=Path, help="a built artifact directory")
     source.add_argument("--checkpoint", type=Path, help="a Laya checkpoint, run by upstream laya on PyTorch")
-    parser.add_argument("--store", type=Path, default=ROOT / ".laya-store", help="local store (default .laya-store)")
+    parser.add_argument("--store", type=Path, default=ROOT / DEFAULT_LOCAL_STORE, help="local store (%(default)s)")
     parser.add_argument("--target", default="cpu-fp32")
     parser.add_argument("--cases", type=Path, nargs="+", default=list(DEFAULT_CASES),
                         help="JSON-lines case files, pooled (default: the test sets test-1 and test-2)")

@@ -205,15 +205,14 @@ def modernbert_base_fp32(modernbert_base: tuple[Path, Path], tmp_path_factory: p
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """moto for every AWS API, with the test's bucket created (unrestricted, before enforcement); its Step
-    Functions executes state machines (moto's ASL interpreter) instead of recording them."""
-    from moto import mock_aws
+def moto_config() -> dict[str, Any]:
+    """The cloud tier runs the deployed state machine definition itself (moto's ASL interpreter)."""
+    return {"stepfunctions": {"execute_state_machine": True}}
 
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        monkeypatch.setenv(name, "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        yield client
+
+@pytest.fixture
+def aws(moto_aws: Any) -> Iterator[Any]:
+    """The suite's moto scope (`moto_aws`), with the test's bucket created (unrestricted, before enforcement)."""
+    client = moto_aws("s3")
+    client.create_bucket(Bucket=BUCKET)
+    yield client

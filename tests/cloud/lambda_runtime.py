@@ -1,8 +1,9 @@
 """The built package run as Lambda runs it: the declared Python (3.12) with the real runtime interface client
 (`awslambdaric`) against a Runtime API served here, in a private mount namespace where `/opt` (the layer),
 `/var/task` (the function) and `/var/runtime` (the interface client) are read-only, `/tmp` is a 512 MB
-tmpfs, and the rest of the filesystem is read-only too; in a memory cgroup limited to the function's
-memory where the machine allows one (else the process's peak RSS is checked against it).
+tmpfs, and the rest of the filesystem is read-only too; in a memory cgroup (v1, or a delegated v2 group)
+limited to the function's memory. `can_sandbox` says why a machine cannot do that (the tier then skips,
+or fails on CI: `tests/prerequisites.py`).
 
 The Runtime API is Lambda's, as the interface client speaks it: `invocation/next` (with the request id,
 deadline and function ARN headers), `invocation/{id}/response|error`, `init/error`, and, for SnapStart
@@ -14,9 +15,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import queue
-import resource
 import shutil
 import subprocess
 import threading
@@ -27,14 +26,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from ..prerequisites import (
+    MemoryCgroup,
+    memory_cgroup,
+    namespaces_needed,
+    oom_kills,
+    root_needed,
+    x86_64_needed,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "lambda"
 TMP_SIZE_MB = 512  # Lambda's default ephemeral storage, and SnapStart's cap whatever is configured
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 _PREFIX = "/2018-06-01/runtime"
 
 
-def python312() -> str:
+def find_python312() -> str | None:
     """The declared runtime's Python, as its real executable (a pyenv shim needs pyenv's environment)."""
     candidates = [shutil.which("python3.12"), *sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/"
                                                                              "python3.12")))]
@@ -42,7 +49,15 @@ def python312() -> str:
         done = subprocess.run([candidate, "-c", "import sys; print(sys.executable)"], capture_output=True, text=True)
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.strip()
-    raise AssertionError("no Python 3.12 (the stack's runtime) on this machine: install one, e.g. pyenv install 3.12")
+    return None
+
+
+def python312() -> str:
+    found = find_python312()
+    if found is None:
+        raise AssertionError("no Python 3.12 (the stack's runtime) on this machine: install one, e.g. pyenv install "
+                             "3.12")
+    return found
 
 
 def built(arch: str = "x86_64") -> Path:
@@ -92,12 +107,16 @@ class RuntimeAPI:
     def first_call(self, path: str) -> float | None:
         return next((t for t, p in self.record.calls if p.startswith(path)), None)
 
-    def wait_for(self, path: str, timeout: float) -> float:
+    def wait_for(self, path: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> float:
+        """When `path` was first called; an AssertionError at `timeout`, or at once when `process` has exited."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = self.first_call(path)
             if found is not None or self.record.init_error is not None:
                 return found if found is not None else -1.0
+            if process is not None and process.poll() is not None:
+                raise AssertionError("the function's process exited (%d) before calling %s" % (process.returncode,
+                                                                                                path))
             time.sleep(0.02)
         raise AssertionError("the function never called %s within %gs; calls: %s" % (path, timeout, self.record.calls))
 
@@ -179,47 +198,50 @@ class RuntimeAPI:
 
 
 class MemoryLimit:
-    """A memory cgroup (v1) of `megabytes` for the function's process, or, where this machine offers none,
-    nothing: then `peak_mb` reads the process's peak RSS, which the caller checks against the limit."""
+    """A memory cgroup of `megabytes` for the function's process, on a v1 memory hierarchy or a delegated cgroup v2
+    group (`prerequisites.memory_cgroup`): the limit is hard (no swap), its peak and its out-of-memory events are
+    the cgroup's own, so the memory check can fail on either version."""
 
-    def __init__(self, megabytes: int) -> None:
+    def __init__(self, megabytes: int, where: MemoryCgroup | None = None) -> None:
         self.megabytes = megabytes
-        self.path: Path | None = CGROUP_ROOT / ("laya-lambda-%s" % uuid.uuid4().hex[:8])
-        try:
-            self.path.mkdir()
-            (self.path / "memory.limit_in_bytes").write_text(str(megabytes * 2**20))
+        found = memory_cgroup() if where is None else where
+        if isinstance(found, str):
+            raise AssertionError(found)
+        self.version = found.version
+        self.path = found.parent / ("laya-lambda-%s" % uuid.uuid4().hex[:8])
+        self.path.mkdir()
+        limit = str(megabytes * 2**20)
+        if self.version == 1:
+            (self.path / "memory.limit_in_bytes").write_text(limit)
             swap = self.path / "memory.memsw.limit_in_bytes"
             if swap.exists():
-                swap.write_text(str(megabytes * 2**20))
-        except OSError:
-            self.path = None
-
-    @property
-    def enforced(self) -> bool:
-        return self.path is not None
+                swap.write_text(limit)
+        else:
+            (self.path / "memory.max").write_text(limit)
+            if (self.path / "memory.swap.max").exists():
+                (self.path / "memory.swap.max").write_text("0")
 
     def enter_command(self) -> str:
-        return "echo $$ > %s/cgroup.procs && " % self.path if self.path else ""
+        return "echo $$ > %s/cgroup.procs && " % self.path
 
     def peak_mb(self) -> float:
-        if self.path is not None:
-            return int((self.path / "memory.max_usage_in_bytes").read_text()) / 2**20
-        return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        """The cgroup's peak (tmpfs /tmp included); on a v2 kernel without memory.peak (before 5.19), the current
+        use, with `oom_killed` still saying whether the limit was hit."""
+        names = ("memory.max_usage_in_bytes",) if self.version == 1 else ("memory.peak", "memory.current")
+        source = next(self.path / n for n in names if (self.path / n).exists())
+        return int(source.read_text()) / 2**20
 
     def oom_killed(self) -> bool:
-        if self.path is None:
-            return False
-        control = (self.path / "memory.oom_control").read_text()
-        return "oom_kill 0" not in control and "oom_kill" in control
+        events = self.path / ("memory.oom_control" if self.version == 1 else "memory.events")
+        return oom_kills(self.version, events.read_text()) > 0
 
     def close(self) -> None:
-        if self.path is not None:
-            for _ in range(50):
-                try:
-                    self.path.rmdir()
-                    return
-                except OSError:
-                    time.sleep(0.1)
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
 
 
 def sandbox_script(package: Path, handler: str, memory: MemoryLimit) -> str:
@@ -251,7 +273,7 @@ class ExecutionEnvironment:
         return self.log_path.read_text(errors="replace")
 
     def init_seconds(self, snapstart: bool) -> float:
-        first = self.api.wait_for("/restore/next" if snapstart else "/invocation/next", 600)
+        first = self.api.wait_for("/restore/next" if snapstart else "/invocation/next", 600, self.process)
         assert self.api.record.init_error is None, "INIT failed: %s\n%s" % (self.api.record.init_error,
                                                                              self.log()[-4000:])
         return first - self.started
@@ -286,9 +308,12 @@ def start(package: Path, handler: str, environ: dict[str, str], memory: MemoryLi
 
 
 def can_sandbox() -> str | None:
-    """Why this machine cannot build the execution environment (None when it can)."""
-    if os.geteuid() != 0:
-        return "the execution environment needs root (mount namespaces, a tmpfs /tmp)"
-    if shutil.which("unshare") is None:
-        return "util-linux's unshare is missing"
-    return None
+    """Why this machine cannot build the execution environment (None when it can): one line, the first reason."""
+    for check in (x86_64_needed, root_needed, namespaces_needed):
+        reason = check()
+        if reason:
+            return reason
+    if find_python312() is None:
+        return "no Python 3.12 (the stack's runtime) on this machine: install one, e.g. pyenv install 3.12"
+    found = memory_cgroup()
+    return found if isinstance(found, str) else None

@@ -118,7 +118,7 @@ def _ort() -> str:
 def _start(template: dict[str, Any], tmp_path: Path, here: dict[str, Any],
            monkeypatch: pytest.MonkeyPatch) -> tuple[TestClient, S3AsDocumented, Settings]:
     """The container's start as the image runs it, on the GPU `here` names, with its execution role."""
-    from laya_serverless.protocol import loader
+    from laya_serverless.assembly import loader
 
     monkeypatch.setattr(loader, "gpu_profile", lambda: dict(here, onnxruntime=_ort()))
     statements, environment = _container(template)

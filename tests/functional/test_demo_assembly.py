@@ -12,6 +12,8 @@ import pytest
 
 from laya_artifacts import demo
 
+from ..prerequisites import qemu_needed, require
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -97,8 +99,7 @@ def test_an_avx2_cpu_reads_the_shipped_refusal_too(tmp_path):
     from laya_artifacts.gate_corpus import builtin_cases, corpus_sha256
     from laya_artifacts.search_records import decision_key
 
-    if not emulated.can_emulate():
-        pytest.skip("needs qemu-x86_64-static on x86_64 (make test installs it)")
+    require(qemu_needed())
     key = decision_key(demo.demo_checkpoint(tmp_path), {"corpus": {"sha256": corpus_sha256(builtin_cases())}},
                        list(search.CANDIDATE_NAMES), search.MIN_SPEEDUP)
     lookup = ("import json, sys\n"

@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -65,16 +64,10 @@ class PolicyAside:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    from moto import mock_aws
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", REGION)):
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        clients = {name: boto3.client(service, region_name=REGION)
-                   for name, service in (("s3", "s3"), ("sts", "sts"), ("secrets", "secretsmanager"))}
-        yield {**clients, "s3": PolicyAside(clients["s3"])}
+def aws(moto_aws: Any) -> Iterator[dict[str, Any]]:
+    services = (("s3", "s3"), ("sts", "sts"), ("secrets", "secretsmanager"))
+    clients = {name: moto_aws(service) for name, service in services}
+    yield {**clients, "s3": PolicyAside(clients["s3"])}
 
 
 def _serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, int]:
@@ -356,6 +349,34 @@ def test_an_existing_private_bucket_is_used_and_a_public_one_refused_with_every_
         command.deploy(request, seams)
 
 
+def test_the_deploy_bucket_gets_the_stack_s_retention_rules_and_keeps_its_own(aws: dict[str, Any]) -> None:
+    """The stack takes the bucket as an existing one, so step 2 puts the job-data rules on it, merged by ID."""
+    from laya_artifacts.bucket import lifecycle_rules
+
+    s3 = aws["s3"]
+    create_bucket(s3, "mine", REGION)
+    theirs = {"ID": "their-logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled", "Expiration": {"Days": 5}}
+    s3.put_bucket_lifecycle_configuration(Bucket="mine", LifecycleConfiguration={"Rules": [theirs]})
+    said: list[str] = []
+    command.storage_step(s3, None, {"artifact_bucket": "mine", "jobs_retention_days": "7"}, said.append)
+    rules = s3.get_bucket_lifecycle_configuration(Bucket="mine")["Rules"]
+    by_id = {rule["ID"]: rule for rule in rules}
+    assert set(by_id) == {"their-logs", "laya-jobs-expire", "laya-jobs-delete-markers", "laya-abort-multipart"}
+    assert by_id["laya-jobs-expire"]["Filter"] == {"Prefix": "laya-artifacts/jobs/"}
+    assert by_id["laya-jobs-expire"]["Expiration"] == {"Days": 7}
+    assert by_id["laya-abort-multipart"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    assert any("expires after 7 days" in line for line in said)
+    said.clear()
+    command.storage_step(s3, None, {"artifact_bucket": "mine", "jobs_retention_days": "7"}, said.append)
+    assert not any("lifecycle" in line for line in said)  # already in place: nothing rewritten
+    command.storage_step(s3, None, {"artifact_bucket": "mine"}, said.append)  # the default, 30 days
+    expire = [r for r in s3.get_bucket_lifecycle_configuration(Bucket="mine")["Rules"] if r["ID"] == "laya-jobs-expire"]
+    assert expire[0]["Expiration"] == {"Days": 30} and lifecycle_rules("laya-artifacts", 30)[0] == expire[0]
+    for bad in ("0", "x", "3651"):
+        with pytest.raises(DeployFailed, match=r"-c jobs_retention_days must be days between 1 and 3650"):
+            command.storage_step(s3, None, {"artifact_bucket": "mine", "jobs_retention_days": bad}, said.append)
+
+
 def test_a_bucket_of_another_account_is_refused_with_the_flag_to_use() -> None:
     class Elsewhere:
         def head_bucket(self, Bucket: str) -> None:  # noqa: N803 (boto's spelling)
@@ -437,4 +458,11 @@ def test_the_names_are_the_cdk_apps() -> None:
 
     assert command.STACK_NAME == constants.STACK_NAME
     assert command.DEFAULT_ARTIFACT_PREFIX == constants.DEFAULT_ARTIFACT_PREFIX
+    from laya_artifacts import bucket
+    from laya_serverless.jobs.store_keys import JOBS_PREFIX
+
+    assert (bucket.DEFAULT_JOBS_RETENTION_DAYS, bucket.MAX_JOBS_RETENTION_DAYS, bucket.JOBS_NONCURRENT_DAYS,
+            bucket.MULTIPART_ABORT_DAYS) == (constants.DEFAULT_JOBS_RETENTION_DAYS, constants.MAX_JOBS_RETENTION_DAYS,
+                                             constants.JOBS_NONCURRENT_DAYS, constants.MULTIPART_ABORT_DAYS)
+    assert bucket.JOBS_PREFIX == JOBS_PREFIX
     assert command.INFRA_DIR == constants.REPO_ROOT / "infra"

@@ -114,8 +114,8 @@ def test_a_pass_on_a_gpu_is_recorded_under_the_gpu_s_class_where_the_container_r
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from laya_artifacts import regate
     from laya_serverless.artifact.gpu import gpu_key, unproven_on_this_gpu
+    from laya_serverless.gate import regate
 
     l4 = {"gpu": {"name": "NVIDIA L4"}, "gpu_count": 1, "onnxruntime": "1.32.0"}
     monkeypatch.setattr(regate, "gpu_profile", lambda: l4)

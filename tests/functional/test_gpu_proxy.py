@@ -65,6 +65,17 @@ def test_the_proxy_reads_the_variable_the_stack_sets(proxy: ModuleType) -> None:
     assert proxy.ENDPOINT_ENV == env.GPU_ENDPOINT
 
 
+def test_with_scale_to_zero_the_proxy_names_the_inference_component(proxy: ModuleType,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    assert proxy.COMPONENT_ENV == env.GPU_INFERENCE_COMPONENT
+    runtime = SageMakerRuntime(app())
+    proxy.handler(event("GET", "/gpu/health"), None, runtime)
+    assert "InferenceComponentName" not in runtime.calls[-1]   # a plain endpoint refuses the parameter
+    monkeypatch.setenv(proxy.COMPONENT_ENV, "laya-gpu-component")
+    assert proxy.handler(event("GET", "/gpu/health"), None, runtime)["statusCode"] == 200
+    assert runtime.calls[-1]["InferenceComponentName"] == "laya-gpu-component"
+
+
 def test_a_gpu_decision_is_the_cpu_apis_decision(proxy: ModuleType) -> None:
     container = app()
     runtime = SageMakerRuntime(container)

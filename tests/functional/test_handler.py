@@ -112,35 +112,28 @@ def test_start_api_front_turns_requests_into_events(environ: dict[str, str], pay
     assert missing.status_code == 404
 
 
-def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], monkeypatch, main_thread_loop) -> None:
+def test_the_key_is_read_from_secrets_manager_at_init(environ: dict[str, str], moto_aws, main_thread_loop) -> None:
     """What the CDK stack deploys: no LAYA_API_KEY in the environment, only the secret's ARN."""
     asyncio.set_event_loop(main_thread_loop)   # an earlier test's asyncio.run() unset it; Mangum would leak a new one
-    import boto3
-    from moto import mock_aws
-
     from laya_serverless.errors import SettingsError
     from laya_serverless.settings import API_KEY, API_KEY_SECRET
 
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        client = boto3.client("secretsmanager")
-        arn = client.create_secret(Name="laya-api-key", SecretString="from-the-secret")["ARN"]
-        deployed = {k: v for k, v in environ.items() if k != API_KEY} | {API_KEY_SECRET: arn}
-        handler = make_handler(deployed, secrets_client=client)
-        health = _event("http-api-v2-health.json")
-        assert _body(handler(health, lambda_context())) == {"status": "ok"}
-        health["headers"]["authorization"] = "Bearer from-the-secret"
-        full = _body(handler(health, lambda_context()))
-        assert full["status"] == "ok" and set(full) > {"status"}   # the full report, not the reduced one
-        refused = _event("http-api-v2-systemone.json")
-        refused["headers"]["authorization"] = "Bearer local-test-key"
-        response = handler(refused, lambda_context())
-        assert response["statusCode"] == 401
-        assert _body(response) == {"detail": "invalid or missing bearer token"}
-        with pytest.raises(SettingsError, match=API_KEY_SECRET):
-            make_handler(dict(deployed, **{API_KEY_SECRET: arn + "-missing"}), secrets_client=client)
+    client = moto_aws("secretsmanager")
+    arn = client.create_secret(Name="laya-api-key", SecretString="from-the-secret")["ARN"]
+    deployed = {k: v for k, v in environ.items() if k != API_KEY} | {API_KEY_SECRET: arn}
+    handler = make_handler(deployed, secrets_client=client)
+    health = _event("http-api-v2-health.json")
+    assert _body(handler(health, lambda_context())) == {"status": "ok"}
+    health["headers"]["authorization"] = "Bearer from-the-secret"
+    full = _body(handler(health, lambda_context()))
+    assert full["status"] == "ok" and set(full) > {"status"}   # the full report, not the reduced one
+    refused = _event("http-api-v2-systemone.json")
+    refused["headers"]["authorization"] = "Bearer local-test-key"
+    response = handler(refused, lambda_context())
+    assert response["statusCode"] == 401
+    assert _body(response) == {"detail": "invalid or missing bearer token"}
+    with pytest.raises(SettingsError, match=API_KEY_SECRET):
+        make_handler(dict(deployed, **{API_KEY_SECRET: arn + "-missing"}), secrets_client=client)
 
 
 def test_docs_under_a_prefix_link_to_the_public_url(environ: dict[str, str], main_thread_loop) -> None:

@@ -10,7 +10,6 @@ is slow (about 1.3 s per question on the tiny model), for fidelity, never timing
 from __future__ import annotations
 
 import json
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,16 @@ from laya_serverless.artifact.cpu import read_cpuinfo
 from laya_serverless.gate.replay import run_gate
 
 from ..conftest import golden_slice
+from ..prerequisites import qemu_needed, require, skip_module
 from .test_build import fixed_speeds
 
-pytestmark = [pytest.mark.slow, pytest.mark.int8,
-              pytest.mark.skipif(platform.machine() != "x86_64", reason="emulates an x86 CPU class")]
+pytestmark = [pytest.mark.slow, pytest.mark.int8]
+skip_module(qemu_needed())  # an x86_64 machine with qemu user mode, or a skip with the reason (not on CI)
+
+
+@pytest.fixture(autouse=True)
+def _qemu_here() -> None:
+    require(qemu_needed())  # on CI each test fails with the reason instead
 
 
 def _both_classes(artifact: Path, goldens: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -44,28 +44,21 @@ def context(request_id: str = "6f1c0c33-2bd5-4a3e-8a9e-0d3b7f0e9a51") -> Any:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNamespace]:
-    import boto3
-    from moto import mock_aws
-
+def aws(moto_aws: Any) -> Iterator[SimpleNamespace]:
     from laya_infra.config import DeployConfig
     from laya_infra.jobs import definition
 
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        asl = json.dumps(definition(DeployConfig())).replace("${Bucket}", BUCKET)
-        arn = sfn.create_state_machine(name="LayaServerless-jobs", definition=asl,
-                                       roleArn="arn:aws:iam::123456789012:role/engine")["stateMachineArn"]
-        store = S3Store(BUCKET, PREFIX, s3)
-        worker = make_worker(".unused")
-        worker.store = store
-        service = JobService(store, StepFunctionsEngine(sfn, arn, store), SETTINGS)
-        yield SimpleNamespace(s3=s3, sfn=sfn, arn=arn, store=store, worker=worker, service=service)
+    s3 = moto_aws("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    sfn = moto_aws("stepfunctions")
+    asl = json.dumps(definition(DeployConfig())).replace("${Bucket}", BUCKET)
+    arn = sfn.create_state_machine(name="LayaServerless-jobs", definition=asl,
+                                   roleArn="arn:aws:iam::123456789012:role/engine")["stateMachineArn"]
+    store = S3Store(BUCKET, PREFIX, s3)
+    worker = make_worker(".unused")
+    worker.store = store
+    service = JobService(store, StepFunctionsEngine(sfn, arn, store), SETTINGS)
+    yield SimpleNamespace(s3=s3, sfn=sfn, arn=arn, store=store, worker=worker, service=service)
 
 
 def upload_input(aws: SimpleNamespace, data: list[Any]) -> None:

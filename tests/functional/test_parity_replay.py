@@ -34,9 +34,9 @@ def test_the_replay_passes_both_splits_and_imports_no_torch(tiny_int8: Path, tin
 
 def test_the_bit_identity_check_runs_every_fourth_case_twice_and_catches_a_drifting_kernel(tiny_fp32: Path) -> None:
     """A kernel whose second run differs from its first fails the gate on the cases it runs twice."""
-    from laya_artifacts import parity
     from laya_artifacts.goldens import load_goldens
     from laya_serverless import Decider
+    from laya_serverless.gate import replay as parity
 
     goldens = load_goldens(GOLDENS / "tiny-modernbert")
     rows = [r for r in goldens["rows"] if parity.row_split(r) == "selection" and "logits" in r][:9]

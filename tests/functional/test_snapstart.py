@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from laya_serverless import snapstart
 from laya_serverless.http.app import create_app
+from laya_serverless.lambda_edge import snapstart
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
 from tests.functional.test_app_fast import QUESTIONS, fake_decider

@@ -28,17 +28,10 @@ QUESTIONS = {"team": {"type": "choice", "instructions": "Which team?", "criteria
 
 
 @pytest.fixture
-def s3_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    import boto3
-    from moto import mock_aws
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="laya-artifacts")
-        yield client
+def s3_client(moto_aws: Any) -> Iterator[Any]:
+    client = moto_aws("s3")
+    client.create_bucket(Bucket="laya-artifacts")
+    yield client
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -17,6 +17,7 @@ from .test_stack import as_list, methods, resources, role_statements
 
 GPU = {"gpu": "true", "prefix": "/laya", "gpu_min_instances": "2", "gpu_max_instances": "4",
        "gpu_instance_type": "ml.g6.xlarge", "gpu_target": "cuda-fp32"}
+ZERO = {"gpu": "true", "gpu_min_instances": "0", "gpu_max_instances": "3"}
 
 
 def one(raw: dict[str, Any], kind: str) -> tuple[str, dict[str, Any]]:
@@ -106,7 +107,11 @@ def test_cdk_nag_passes_with_gpu_and_auth_off(synth: Any) -> None:
     ({"gpu_instance_type": "ml.g5.xlarge"}, r"'gpu_instance_type' only applies .* \(use -c gpu=true with it\)"),
     ({"gpu": "true", "gpu_instance_type": "ml.m5.xlarge"},
      r"must be a SageMaker GPU instance .* got 'ml.m5.xlarge' \(use -c gpu_instance_type=ml.g5.xlarge\)"),
-    ({"gpu": "true", "gpu_min_instances": "0"}, r"'gpu_min_instances' must be an integer 1-20, got '0'"),
+    ({"gpu": "true", "gpu_min_instances": "-1"}, r"'gpu_min_instances' must be an integer 0-20, got '-1'"),
+    ({"gpu": "true", "gpu_min_instances": "0", "gpu_max_instances": "0"},
+     r"'gpu_max_instances' must be an integer 1-20, got '0'"),   # scale to zero still needs a copy to scale to
+    ({"gpu": "true", "gpu_min_instances": "0", "gpu_invocations_per_instance": "600"},
+     r"'gpu_invocations_per_instance' does not apply with gpu_min_instances=0.*\(use -c gpu_min_instances=1 with it\)"),
     ({"gpu": "true", "gpu_min_instances": "3", "gpu_max_instances": "2"},
      r"'gpu_max_instances' \(2\) is below 'gpu_min_instances' \(3\) \(use -c gpu_max_instances=3\)"),
     ({"gpu": "true", "gpu_target": "cpu-int8"}, r"'gpu_target' must be one of cuda-fp16, cuda-fp32"),
@@ -133,11 +138,61 @@ def test_a_bad_gpu_flag_stops_the_app_before_any_construct(asset_dir: Path, tmp_
     assert GpuConfig.from_context({"gpu": "false"}.get) is None and GpuConfig.from_context({}.get) is None
 
 
-def test_cfn_lint_finds_nothing_but_w3005_in_the_gpu_template(synth: Any) -> None:
+def test_scale_to_zero_hosts_the_model_as_an_inference_component_whose_copies_go_to_zero(synth: Any) -> None:
+    _, raw, _ = synth(**ZERO)
+    model_id, _ = one(raw, "AWS::SageMaker::Model")
+    _, config = one(raw, "AWS::SageMaker::EndpointConfig")
+    [variant] = config["ProductionVariants"]
+    assert "ModelName" not in variant and "ExecutionRoleArn" in config   # the model lives in the component
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 3}
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    component_id, component = one(raw, "AWS::SageMaker::InferenceComponent")
+    spec = component["Specification"]
+    assert spec["ModelName"] == {"Fn::GetAtt": [model_id, "ModelName"]}
+    assert spec["ComputeResourceRequirements"]["NumberOfAcceleratorDevicesRequired"] == 1
+    assert component["RuntimeConfig"] == {"CopyCount": 1}
+    _, target = one(raw, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert (target["MinCapacity"], target["MaxCapacity"]) == (0, 3)
+    assert target["ScalableDimension"] == "sagemaker:inference-component:DesiredCopyCount"
+    policies = {p["PolicyType"]: p for p in (r["Properties"] for r in resources(
+        raw, "AWS::ApplicationAutoScaling::ScalingPolicy").values())}
+    tracking = policies["TargetTrackingScaling"]["TargetTrackingScalingPolicyConfiguration"]
+    assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == (
+        "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution")   # reads 0 when idle: scales in to 0
+    [step] = policies["StepScaling"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+    assert step["ScalingAdjustment"] == 1 and step["MetricIntervalLowerBound"] == 0
+    step_id = [k for k, r in resources(raw, "AWS::ApplicationAutoScaling::ScalingPolicy").items()
+               if r["Properties"]["PolicyType"] == "StepScaling"][0]
+    [alarm] = [r["Properties"] for r in resources(raw, "AWS::CloudWatch::Alarm").values()
+               if r["Properties"].get("MetricName") == "NoCapacityInvocationFailures"]
+    assert alarm["AlarmActions"] == [{"Ref": step_id}] and alarm["Threshold"] == 1
+    name = component_name(component_id)
+    assert alarm["Dimensions"] == [{"Name": "InferenceComponentName", "Value": name}]
+    assert target["ResourceId"] == {"Fn::Join": ["", ["inference-component/", name]]}
+    [proxy] = [f["Properties"] for f in resources(raw, "AWS::Lambda::Function").values()
+               if f["Properties"]["Handler"] == "proxy.handler"]
+    assert proxy["Environment"]["Variables"][env.GPU_INFERENCE_COMPONENT] == name
+
+
+def component_name(component_id: str) -> dict[str, Any]:
+    """The component's name, read off its ARN (CloudFormation returns no name attribute for it)."""
+    arn = {"Fn::GetAtt": [component_id, "InferenceComponentArn"]}
+    return {"Fn::Select": [1, {"Fn::Split": ["inference-component/", arn]}]}
+
+
+def test_at_one_instance_or_more_the_endpoint_stays_a_plain_variant(synth: Any) -> None:
+    _, raw, _ = synth(**GPU)
+    assert not resources(raw, "AWS::SageMaker::InferenceComponent")
+    _, config = one(raw, "AWS::SageMaker::EndpointConfig")
+    assert "ManagedInstanceScaling" not in config["ProductionVariants"][0]
+
+
+@pytest.mark.parametrize("context", [GPU, ZERO], ids=["min-2", "scale-to-zero"])
+def test_cfn_lint_finds_nothing_but_w3005_in_the_gpu_template(synth: Any, context: dict[str, str]) -> None:
     import subprocess
     import sys
 
-    _, _, out = synth(**GPU)
+    _, _, out = synth(**context)
     cfn_lint = Path(sys.executable).parent / "cfn-lint"
     template = out / "LayaServerless.template.json"
     result = subprocess.run([str(cfn_lint), "--ignore-checks", "W3005", "--", str(template)],

@@ -78,6 +78,37 @@ def test_artifact_bucket_is_private_encrypted_versioned_and_tls_only(synth):
     assert len(tls) == 2 and all(s["Effect"] == "Deny" for s in tls)   # artifact and access-log buckets
 
 
+def _artifact_bucket_rules(raw):
+    [bucket] = [r for r in resources(raw, "AWS::S3::Bucket").values()
+                if r["Properties"].get("VersioningConfiguration")]
+    return {rule["Id"]: rule for rule in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+
+
+def test_job_data_expires_after_the_retention_days_and_artifacts_never(synth):
+    from laya_artifacts.bucket import lifecycle_rules
+
+    for context, days, prefix in (({}, 30, "laya-artifacts"), ({"jobs_retention_days": "7",
+                                                                 "artifact_prefix": "team/laya"}, 7, "team/laya")):
+        rules = _artifact_bucket_rules(synth(**context)[1])
+        assert rules == {
+            "laya-jobs-expire": {"Id": "laya-jobs-expire", "Prefix": prefix + "/jobs/", "Status": "Enabled",
+                                 "ExpirationInDays": days, "NoncurrentVersionExpiration": {"NoncurrentDays": 1}},
+            "laya-jobs-delete-markers": {"Id": "laya-jobs-delete-markers", "Prefix": prefix + "/jobs/",
+                                         "Status": "Enabled", "ExpiredObjectDeleteMarker": True},
+            "laya-abort-multipart": {"Id": "laya-abort-multipart", "Status": "Enabled",
+                                     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+        }
+        # the same rules as the deploy command puts on the bucket it creates (S3's API spelling there)
+        api = {rule["ID"]: rule for rule in lifecycle_rules(prefix, days)}
+        assert api["laya-jobs-expire"]["Expiration"]["Days"] == rules["laya-jobs-expire"]["ExpirationInDays"]
+        assert api["laya-jobs-expire"]["Filter"]["Prefix"] == rules["laya-jobs-expire"]["Prefix"]
+        assert api["laya-jobs-expire"]["NoncurrentVersionExpiration"] == rules["laya-jobs-expire"][
+            "NoncurrentVersionExpiration"]
+        assert api["laya-abort-multipart"]["AbortIncompleteMultipartUpload"] == rules["laya-abort-multipart"][
+            "AbortIncompleteMultipartUpload"]
+        assert set(api) == set(rules)
+
+
 def test_an_existing_bucket_is_used_by_name_and_none_is_created(synth):
     template, raw, _ = synth(artifact_bucket="my-laya-artifacts", artifact_prefix="team/laya")
     template.resource_count_is("AWS::S3::Bucket", 0)
@@ -112,7 +143,8 @@ def test_arm64_memory_timeout_and_reserved_concurrency_come_from_context(synth):
     assert props["Architectures"] == ["arm64"]
     assert props["MemorySize"] == 4096 and props["Timeout"] == 20
     assert props["ReservedConcurrentExecutions"] == 7
-    assert props["Environment"]["Variables"][env.THREADS] == "2"   # 4096 MB buys two vCPUs
+    # no hard-coded thread count: the runtime sizes its sessions to the CPU quota this memory buys (cpu_share)
+    assert env.THREADS not in props["Environment"]["Variables"]
     [layer] = resources(raw, "AWS::Lambda::LayerVersion").values()
     assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
@@ -289,6 +321,9 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
     ({"graph_mb": "626", "memory": "1024"}, "a 626 MiB graph needs 1664 MB at INIT (the graph in memory"),
     ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1664"),
     ({"graph_mb": "big"}, "-c graph_mb=626"),
+    ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be an integer 1-3650, got '0' "
+                                   "(use -c jobs_retention_days=30)"),
+    ({"jobs_retention_days": "a month"}, "-c jobs_retention_days=30"),
 ])
 def test_bad_context_fails_early_naming_the_flag(context, message, asset_dir):
     from laya_infra.config import ConfigError, DeployConfig

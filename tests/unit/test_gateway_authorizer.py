@@ -5,9 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
 SOURCE = Path(__file__).resolve().parents[2] / "functions" / "gateway_authorizer" / "authorizer.py"
 METHOD_ARN = "arn:aws:execute-api:eu-west-1:123456789012:abcdef1234/prod/POST/laya/v1/systemone"
@@ -15,18 +13,14 @@ KEY = "s3cr3t-key-0123456789"
 
 
 @pytest.fixture()
-def authorizer(monkeypatch):
+def authorizer(monkeypatch, moto_aws):
     spec = importlib.util.spec_from_file_location("gateway_authorizer_under_test", SOURCE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        client = boto3.client("secretsmanager")
-        arn = client.create_secret(Name="laya-api-key", SecretString=KEY)["ARN"]
-        monkeypatch.setenv(module.SECRET_ENV, arn)
-        yield module, client
+    client = moto_aws("secretsmanager")
+    arn = client.create_secret(Name="laya-api-key", SecretString=KEY)["ARN"]
+    monkeypatch.setenv(module.SECRET_ENV, arn)
+    yield module, client
 
 
 def effect(result: dict) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,8 @@ import pytest
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels, unproven_here
 from laya_serverless.artifact.store import LocalStore
+
+from ..prerequisites import qemu_needed, require
 
 VNNI = {"machine": "x86_64", "model": "Xeon", "isa": ["avx2", "avx512f", "avx512bw", "avx512_vnni"]}
 AVX2 = {"machine": "x86_64", "model": "EPYC", "isa": ["avx2", "fma"]}
@@ -53,8 +54,8 @@ def test_cpuid_overrules_the_hosts_cpuinfo_when_it_denies_a_flag() -> None:
     assert int8_kernels(profile) == "avx2"  # avx_vnni, which cpuid cannot name, is not trusted either
 
 
-@pytest.mark.skipif(platform.machine() != "x86_64", reason="emulates an x86 CPU class")
 def test_an_emulated_haswell_is_seen_as_the_avx2_class() -> None:
+    require(qemu_needed())
     code = "from laya_serverless.artifact.platform import cpu_profile, int8_kernels; print(int8_kernels(cpu_profile()))"
     seen = subprocess.run(["qemu-x86_64-static", "-cpu", "Haswell", sys.executable, "-c", code],
                           capture_output=True, text=True, check=True, timeout=120).stdout.split()

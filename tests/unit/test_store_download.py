@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-import boto3
-import pytest
-from moto import mock_aws
+from typing import Any
 
 from laya_serverless.artifact.store import LocalStore, S3Store
 
@@ -21,13 +18,10 @@ def test_a_local_download_returns_the_sha256_of_what_it_wrote(tmp_path: Path) ->
     assert (tmp_path / "copy").read_bytes() == DATA and digest == hashlib.sha256(DATA).hexdigest()
 
 
-def test_an_s3_download_streams_and_hashes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.setenv(name, "testing")
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket="artifacts-bucket")
-        store = S3Store("artifacts-bucket", "prefix", client)
-        assert store.create("artifacts/x/model.onnx", DATA)
-        digest = store.download("artifacts/x/model.onnx", tmp_path / "copy")
+def test_an_s3_download_streams_and_hashes(tmp_path: Path, moto_aws: Any) -> None:
+    client = moto_aws("s3")
+    client.create_bucket(Bucket="artifacts-bucket")
+    store = S3Store("artifacts-bucket", "prefix", client)
+    assert store.create("artifacts/x/model.onnx", DATA)
+    digest = store.download("artifacts/x/model.onnx", tmp_path / "copy")
     assert (tmp_path / "copy").read_bytes() == DATA and digest == hashlib.sha256(DATA).hexdigest()

@@ -17,6 +17,8 @@ BENCHMARKS = {
     "graph-memory": "a graph's peak memory while its session is built",
     "int8-classes": "int8 gate verdicts on this CPU and an emulated AVX2 CPU",
     "profile-graph": "per-operator time of one artifact's graph",
+    "cpu-share": "busy latency under an emulated Lambda CPU quota: the runtime's thread sizing vs hand settings",
+    "request-overhead": "time outside the graph per request, ours against upstream ONNXAgent on one graph",
 }
 
 

@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
+
 ROOT = Path(__file__).resolve().parents[3]   # the checkout: benchmarks read its goldens and stores
 PHASES = ("import", "fetch_verify", "session", "first_answer", "total")
 
@@ -60,7 +62,7 @@ def _one(args: argparse.Namespace, cache: Path, state: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", default=str(ROOT / ".laya-store"))
+    parser.add_argument("--store", default=str(ROOT / DEFAULT_LOCAL_STORE))
     parser.add_argument("--checkpoint", default="demo")
     parser.add_argument("--target", default="cpu-fp32")
     parser.add_argument("--rounds", type=int, default=5)

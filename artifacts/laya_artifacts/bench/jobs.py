@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
+
 ROOT = Path(__file__).resolve().parents[3]   # the checkout: benchmarks read its goldens and stores
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "artifacts"), str(ROOT / "scripts")]
 
@@ -163,7 +165,7 @@ def compare(mine: list[dict[str, Any]], reference: list[dict[str, Any]]) -> tupl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--store", default=str(ROOT / ".laya-store"))
+    parser.add_argument("--store", default=str(ROOT / DEFAULT_LOCAL_STORE))
     parser.add_argument("--checkpoint", default="demo")
     parser.add_argument("--target", default="cpu-fp32")
     parser.add_argument("--states", type=int, default=2000)

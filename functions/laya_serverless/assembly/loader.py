@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,21 @@ from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
-from ..artifact.platform import cpu_profile, unproven_here
+from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..artifact.targets import FALLBACK_TARGET
+from ..core.cpu_share import CpuShare, size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
+from ..core.session import Threads
 from ..errors import ArtifactError, DeviceUnavailable
-from ..protocol.deployment import Deployment
+from ..protocol.deployment import Deployment, ServedOn
 from ..protocol.routing import Registry, canonical_name
 from ..settings import Settings
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
+CpuReader = Callable[[], dict[str, Any]]  # this CPU's profile (`artifact.cpu.cpu_profile`); tests pass another
 
 
 
@@ -44,10 +48,11 @@ class Loaded:
     revisions: dict[str, str | None] = field(default_factory=dict)
     fallbacks: dict[str, dict[str, str]] = field(default_factory=dict)
     catalog: dict[str, dict[str, str]] = field(default_factory=dict)  # GET /v1/models entries
+    served_on: ServedOn | None = None  # the CPU class they were chosen for, each artifact, the threads' sizing
 
 
 def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-                    placement: Placement) -> tuple[Decider, Manifest, str]:
+                    placement: Placement, threads: Threads) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
     artifact_id = published_id(store, stored, settings.target)
     manifest = read_manifest(store, artifact_id)
@@ -56,52 +61,85 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
         raise DeviceUnavailable(refused)
     # On disk, never in memory: a granted CPU retry opens the graph again later, on the first out-of-memory.
     fetched = fetch_verified(store, artifact_id, manifest, cache)
-    decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False,
+    decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False,
                                     device=settings.device, cpu_retry=cpu_retry_proven(fetched.manifest),
                                     placement=placement)
     return decider, fetched.manifest, artifact_id
 
 
-def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
-              placement: Placement = ONNXRUNTIME) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
-    if settings.device != CPU:
-        on_device, proven, device_artifact = _load_on_device(store, stored, settings, cache, here, placement)
-        return on_device, proven, None, device_artifact
-    # The manifest decides first: an int8 artifact unproven here is refused before its graph moves.
+def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
+                    here: dict[str, Any]) -> tuple[str, tuple[bytes, Manifest], dict[str, str] | None]:
+    """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where its gate holds here,
+    else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest decides first: an
+    int8 artifact unproven here is refused before its graph moves."""
     artifact_id = published_id(store, stored, settings.target)
     manifest = read_manifest(store, artifact_id)
     refused = unproven_here(manifest[1], artifact_id, store, here)
-    fallback = None
-    if refused is not None:
-        if settings.target == FALLBACK_TARGET:
-            raise ArtifactError(refused)
-        _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
-        try:
-            artifact_id = published_id(store, stored, FALLBACK_TARGET)
-            manifest = read_manifest(store, artifact_id)
-        except ArtifactError as exc:
-            raise ArtifactError("%s; and no %s artifact to serve instead: %s"
-                                % (refused, FALLBACK_TARGET, exc)) from exc
-        fallback = {"served": FALLBACK_TARGET, "reason": refused}
+    if refused is None:
+        return artifact_id, manifest, None
+    if settings.target == FALLBACK_TARGET:
+        raise ArtifactError(refused)
+    _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
+    try:
+        artifact_id = published_id(store, stored, FALLBACK_TARGET)
+        manifest = read_manifest(store, artifact_id)
+    except ArtifactError as exc:
+        raise ArtifactError("%s; and no %s artifact to serve instead: %s"
+                            % (refused, FALLBACK_TARGET, exc)) from exc
+    return artifact_id, manifest, {"served": FALLBACK_TARGET, "reason": refused}
+
+
+def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], settings: Settings,
+                  cache: Path, threads: Threads) -> tuple[Decider, Manifest]:
+    """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
-        decider = Decider.from_artifact(fetched.directory, threads=settings.threads, verify=False, graph=fetched.graph)
+        decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph)
     finally:
         fetched.release()
-    return decider, fetched.manifest, fallback, artifact_id
+    return decider, fetched.manifest
 
 
-def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME) -> Loaded:
+def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+              placement: Placement = ONNXRUNTIME,
+              threads: Threads = None) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
+    if settings.device != CPU:
+        on_device, proven, device_artifact = _load_on_device(store, stored, settings, cache, here, placement,
+                                                             threads)
+        return on_device, proven, None, device_artifact
+    artifact_id, manifest, fallback = choose_artifact(store, stored, settings, here)
+    decider, proven = open_artifact(store, artifact_id, manifest, settings, cache, threads)
+    return decider, proven, fallback, artifact_id
+
+
+def process_share(settings: Settings) -> CpuShare:
+    """This process's threads (`core.cpu_share`): the local jobs engine's worker processes share the quota."""
+    local_workers = settings.jobs_workers if settings.jobs_state_machine is None else 1
+    share = size_threads(settings.threads, settings.spinning, local_workers)
+    _log.info("ONNX Runtime: %d intra-op threads (%s; CPU quota %s vCPUs from %s, %d usable cores, %d processes), "
+              "spinning %s", share.threads, share.threads_from,
+              "none" if share.quota_vcpus is None else "%.2f" % share.quota_vcpus, share.quota_from,
+              share.usable_cores, share.processes, "on" if share.spinning else "off")
+    return share
+
+
+def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME,
+                  share: CpuShare | None = None, cpu: CpuReader = cpu_profile) -> Loaded:
     """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
     or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
     require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
-    here = cpu_profile() if settings.device == CPU else gpu_profile()
-    loaded = Loaded()
+    share = share or process_share(settings)
+    profile = cpu()
+    here = profile if settings.device == CPU else gpu_profile()
+    served_on = ServedOn(int8_kernels(profile), {}, share)
+    loaded = Loaded(served_on=served_on)
     for name, stored in settings.deployed.items():
         key = canonical_name(name)
-        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement)
+        decider, manifest, fallback, artifact_id = _load_one(store, stored, settings, cache, here, placement,
+                                                             share.threading())
         loaded.deciders[key], loaded.revisions[key] = decider, manifest.revision
+        served_on.artifacts[key] = (stored, artifact_id, manifest.target)
         loaded.catalog[key] = describe(key, stored, artifact_id, manifest)
         _log.info("serving %s: checkpoint %s, target %s, artifact %s", key, stored, manifest.target, artifact_id[:12])
         if fallback is not None:
@@ -135,14 +173,14 @@ class Assembled:
 
 
 def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
-                        placement: Placement = ONNXRUNTIME) -> Assembled:
+                        placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile) -> Assembled:
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
     process's one `store` (opened here from `settings.store` when the edge passed none)."""
     store = open_store(settings.store) if store is None else store
     try:
-        loaded = load_deciders(settings, store, placement)
+        loaded = load_deciders(settings, store, placement, cpu=cpu)
     except ArtifactError as exc:
-        _log.exception("cannot load the deployed artifacts from %s", settings.store)
+        _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         why = str(exc) if isinstance(exc, DeviceUnavailable) else UNAVAILABLE
@@ -151,10 +189,14 @@ def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
         observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
-        again = load_deciders(settings, store, placement)
+        share = loaded.served_on.cpu_share if loaded.served_on is not None else None
+        again = load_deciders(settings, store, placement, share, cpu)
+        if deployment.served_on is not None and again.served_on is not None:  # chosen again, for today's CPU
+            deployment.served_on.cpu_class = again.served_on.cpu_class
+            deployment.served_on.artifacts = again.served_on.artifacts
         return again.deciders, again.revisions
 
     registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
     deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
-                            loaded.fallbacks)
+                            loaded.fallbacks, loaded.served_on)
     return Assembled(deployment, registry, loaded, store)

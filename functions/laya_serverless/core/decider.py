@@ -25,7 +25,7 @@ from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
-from .session import DecisionSession, Feeds, collate
+from .session import DecisionSession, Feeds, Threads, collate
 from .tokenize import TextEncoder
 
 # Upstream sorts states by length inside windows of this many passes.
@@ -41,7 +41,7 @@ class Decider:
         self.config = config
 
     @classmethod
-    def from_artifact(cls, artifact_dir: str | Path, threads: int | None = None, verify: bool = True, *,
+    def from_artifact(cls, artifact_dir: str | Path, threads: Threads = None, verify: bool = True, *,
                       device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
                       graph: Path | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
@@ -65,7 +65,7 @@ class Decider:
 
     @classmethod
     def from_store(cls, uri: str | Path, checkpoint: str, target: str = CPU_INT8, *,
-                   cache_dir: str | Path = DEFAULT_CACHE_DIR, threads: int | None = None,
+                   cache_dir: str | Path = DEFAULT_CACHE_DIR, threads: Threads = None,
                    s3_client: Any = None) -> Decider:
         """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
         store = open_store(uri, s3_client=s3_client)

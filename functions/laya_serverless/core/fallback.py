@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DeviceOutOfMemory, InferenceError
 from .providers import CPU, ONNXRUNTIME, Placement, ProviderSession, open_session
-from .session import DecisionSession, Feeds
+from .session import DecisionSession, Feeds, Threads
 
 _log = logging.getLogger("laya_serverless")
 # How onnxruntime's CUDA provider words an allocation failure (BFC arena, cudaMalloc, cuBLAS/cuDNN workspaces).
@@ -104,7 +104,7 @@ class DeviceSession:
         return self._cpu_run(feeds)
 
 
-def open_decision_session(graph: Path, device: str, *, threads: int | None = None, optimized_offline: bool = False,
+def open_decision_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
                           cpu_retry: bool = False, placement: Placement = ONNXRUNTIME) -> DecisionSession:
     """The session a decider runs: a plain CPU session, or a `DeviceSession` on the GPU (with a CPU retry when
     `cpu_retry`, which the caller grants only where the artifact's gate proved the graph on the CPU)."""

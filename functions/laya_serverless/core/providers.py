@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ..artifact import targets
 from ..errors import DeviceUnavailable
-from .session import DecisionSession, OnnxDecisionSession, ProviderSpec
+from .session import DecisionSession, OnnxDecisionSession, ProviderSpec, Threads
 
 CPU, CUDA = "cpu", "cuda"
 DEVICES = (CPU, CUDA)
@@ -31,10 +31,10 @@ class ProviderSession(DecisionSession, Protocol):
     def active_providers(self) -> list[str]: ...
 
 
-OpenSession = Callable[[Path, Sequence[ProviderSpec], int | None, bool], ProviderSession]
+OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, bool], ProviderSession]
 
 
-def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: int | None,
+def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads,
                optimized_offline: bool) -> ProviderSession:
     return OnnxDecisionSession(graph, threads=threads, optimized_offline=optimized_offline, providers=providers)
 
@@ -83,7 +83,7 @@ def require_device(device: str, placement: Placement = ONNXRUNTIME) -> None:
             "(and not onnxruntime beside it) on a machine with an NVIDIA GPU" % (CUDA_PROVIDER, ", ".join(offered)))
 
 
-def open_session(graph: Path, device: str, *, threads: int | None = None, optimized_offline: bool = False,
+def open_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
                  placement: Placement = ONNXRUNTIME) -> ProviderSession:
     """A session over `graph` that really runs on `device`, or `DeviceUnavailable` saying why not."""
     requested = providers_for(device)

@@ -7,6 +7,7 @@ tests can hand it a fake, and a CUDA or other provider is a different session, n
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,13 +56,27 @@ ProviderSpec = str | tuple[str, dict[str, str]]
 
 
 DENORMALS_AS_ZERO = "session.set_denormal_as_zero"
+INTRA_OP_SPINNING, INTER_OP_SPINNING = "session.intra_op.allow_spinning", "session.inter_op.allow_spinning"
+
+
+@dataclass(frozen=True)
+class Threading:
+    """How a session's threads run: intra-op threads (None: ONNX Runtime's default, one per core) and whether
+    idle threads spin. Spinning is off: under a CPU quota (Lambda) a spinning thread spends granted time waiting."""
+
+    intra_op: int | None = None
+    spinning: bool = False
+
+
+# A bare count is `Threading(count)`: sessions sized by hand or by `core.cpu_share` are opened the same way.
+Threads = int | Threading | None
 
 
 class OnnxDecisionSession:
     """An ONNX Runtime session over an exported decision graph: on the CPU unless `providers` says otherwise
     (`core.providers` chooses them and checks where the session really landed)."""
 
-    def __init__(self, graph_path: Path, threads: int | None = None, optimized_offline: bool = False,
+    def __init__(self, graph_path: Path, threads: Threads = None, optimized_offline: bool = False,
                  providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",)) -> None:
         import onnxruntime as ort
 
@@ -73,9 +88,13 @@ class OnnxDecisionSession:
         # only spend cold-start time. A raw export gets ORT's full optimization here.
         options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized_offline
                                             else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        if threads:
-            options.intra_op_num_threads = threads
+        threading = threads if isinstance(threads, Threading) else Threading(threads or None)
+        if threading.intra_op:
+            options.intra_op_num_threads = threading.intra_op
             options.inter_op_num_threads = 1
+        spinning = "1" if threading.spinning else "0"
+        options.add_session_config_entry(INTRA_OP_SPINNING, spinning)
+        options.add_session_config_entry(INTER_OP_SPINNING, spinning)
         if not Path(graph_path).is_file():
             raise ArtifactError("model graph %s is missing" % graph_path)
         try:

@@ -6,7 +6,10 @@ gives each one; `cpu_fallbacks` counts each one's requests retried on the CPU af
 of memory. A GPU deployment whose sessions could not reach the GPU is refused at load, so it
 never reports `cpu` here while answering: it is not ready, and `/health` says why. `int8_kernels`
 (an extension) names this CPU's int8 kernel class, the one an int8 artifact must be proven on to
-serve here (`artifact.platform`); `target_fallbacks` says where it was not.
+serve here (`artifact.platform`), as the deployment last chose its artifacts for it (a SnapStart restore
+reads it again); `target_fallbacks` says where it was not, `class_switches` where a restore on another
+class changed the choice. `cpu_share` (an extension) gives the sessions' threads and spinning, and the
+CPU quota they were sized to (`core.cpu_share`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ def device_report(deployment: Deployment, preference: str) -> dict[str, Any]:
     return {"device": devices[names[0]] if names else preference, "device_is_preference": not names,
             "checkpoint_devices": devices,
             "cpu_fallbacks": {name: fallbacks_of(deployment.deciders[name].session) for name in names},
-            "int8_kernels": this_cpu_int8_kernels()}
+            **served_on_report(deployment)}
+
+
+def served_on_report(deployment: Deployment) -> dict[str, Any]:
+    served = deployment.served_on
+    if served is None:  # a deployment assembled by hand (tests, embedding): only this CPU's class is known
+        return {"int8_kernels": this_cpu_int8_kernels()}
+    report: dict[str, Any] = {"int8_kernels": served.cpu_class, "class_switches": list(served.class_switches)}
+    if served.cpu_share is not None:
+        report["cpu_share"] = served.cpu_share.report()
+    return report
 
 
 @lru_cache(maxsize=1)

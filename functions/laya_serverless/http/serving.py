@@ -63,6 +63,10 @@ class Serving:
         self.settings = replace(self.settings, api_key=api_key)
         self._expected = b"Bearer " + api_key.encode("utf-8", "surrogateescape")
 
+    def withdraw(self, why: str) -> None:
+        """Stop serving the deployment: decision routes answer 503 with `why`, `/health` says not ready."""
+        self.deployment, self.unavailable = None, why
+
     def touch(self) -> None:
         self.last_activity = time.monotonic()
 

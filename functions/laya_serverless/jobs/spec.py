@@ -1,5 +1,5 @@
 """A job request, checked before anything is written: the questions and controls by the very rules of
-`/v1/systemone/batch` (`http.decisions`, `http.limits`), each state by the single-state rules, with
+`/v1/systemone/batch` (`protocol.decisions`, `protocol.limits`), each state by the single-state rules, with
 where it came from (`states[3]`, `input line 7`) in the refusal. The batch's 64-state cap gives way
 to the deployment's per-job cap (`LAYA_JOBS_MAX_STATES`)."""
 

@@ -47,7 +47,7 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     jobs = stepfunctions_jobs(settings, store)  # /v1/jobs where the stack created the engine
     app = build_service(settings, store, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):
-        snapstart.register(app.state.serving, settings, secrets_client)
+        snapstart.register(app.state.serving, settings, secrets_client, store)
     return instrumentation.wrap(lambda_handler(app, settings))
 
 

@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..settings import Settings
+from ..errors import SettingsError
+from ..settings import DEPLOYED, STORE, TARGET, Settings
 from .job_commands import add_job_commands
 from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 
@@ -41,6 +42,11 @@ def _serve(args: argparse.Namespace) -> int:
     host, port = _address(args, settings)
     store = open_store(settings.store)  # the process's one store: the app and the jobs engine share it
     app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
+    if app.state.serving.unavailable is not None and not args.allow_unavailable:
+        # Locally a deployment that cannot load is a typo or a missing publish: say so rather than serve 503s.
+        _say("error: the deployment cannot be served: %s (check %s, %s and %s; --allow-unavailable serves 503s)"
+             % (app.state.serving.unavailable, STORE, DEPLOYED, TARGET))
+        return 2
     _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
         "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
     uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
@@ -88,6 +94,9 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
         command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
         command.set_defaults(run=run)
+        if name == "serve":
+            command.add_argument("--allow-unavailable", action="store_true",
+                                 help="serve 503s (ready: false) when the deployment cannot be loaded, as Lambda does")
         if name == "start-api":
             command.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
                                  help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
@@ -100,7 +109,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except SettingsError as exc:   # a refused setting is one line naming the variable, not a traceback
+        _say("error: %s" % exc)
+        return 2
 
 
 if __name__ == "__main__":

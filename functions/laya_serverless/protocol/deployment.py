@@ -7,10 +7,11 @@ After an idle unload the next request reloads them through `reload` (verified ag
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.abstention import Threshold
+from ..core.cpu_share import CpuShare
 from ..core.decider import Decider
 from ..errors import InvalidRequest, SettingsError
 from .routing import Detector, Registry, route
@@ -41,11 +42,23 @@ class Controls:
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
 
 
+@dataclass
+class ServedOn:
+    """What the load chose for the host it ran on; a SnapStart restore on another CPU re-checks it (`reclass`)."""
+
+    cpu_class: str  # the int8 kernel class the artifacts were chosen for (`artifact.platform.int8_kernels`)
+    artifacts: dict[str, tuple[str, str, str]]  # routing name -> (stored checkpoint, artifact id, target)
+    cpu_share: CpuShare | None = None  # how the sessions' threads were sized
+    class_switches: list[dict[str, str]] = field(default_factory=list)  # every switch since the load, in order
+
+
 class Deployment:
     def __init__(self, deciders: Mapping[str, Decider], registry: Registry, default: str,
                  revisions: Revisions | None = None, reload: Reload | None = None,
-                 target_fallbacks: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 target_fallbacks: Mapping[str, Mapping[str, str]] | None = None,
+                 served_on: ServedOn | None = None) -> None:
         self.names = list(deciders)
+        self.served_on = served_on
         self.target_fallbacks = {name: dict(why) for name, why in (target_fallbacks or {}).items()}
         self.deciders, self.revisions = dict(deciders), dict(revisions or {})
         self.registry, self.reload = registry, reload
@@ -60,6 +73,14 @@ class Deployment:
             return False
         self.deciders, self.revisions = {}, {}
         return True
+
+    def swap(self, name: str, decider: Decider, revision: str | None, fallback: Mapping[str, str] | None) -> None:
+        """Serve `decider` for `name` from now on (another artifact of the same checkpoint), in its LRU place."""
+        self.deciders[name], self.revisions[name] = decider, revision
+        if fallback is None:
+            self.target_fallbacks.pop(name, None)
+        else:
+            self.target_fallbacks[name] = dict(fallback)
 
     def resident_revisions(self) -> dict[str, str | None]:
         """Revisions of the resident checkpoints, in load order."""

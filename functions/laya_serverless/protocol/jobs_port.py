@@ -1,4 +1,4 @@
-"""What the transport asks of a batch-job service (`jobs.service.JobService` is the one built here).
+"""What the transport asks of a batch-job service (`jobs.job_service.JobService` is the one built here).
 
 `http/` and `jobs/` never import each other: the app's `/v1/jobs` routes are typed against this port,
 and the entry points (`cli`, `handler`) hand the app a `JobService`.

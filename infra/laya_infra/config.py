@@ -77,6 +77,13 @@ def _lambda_target(text: str) -> str:
     return str(target)
 
 
+def _instance_types(text: str) -> tuple[str, ...]:
+    types = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not types or not all(re.fullmatch(r"[a-z0-9-]+\.[a-z0-9]+", t) for t in types):
+        raise Invalid("must be a comma list of EC2 instance types like c7i.xlarge")
+    return types
+
+
 def _c(key: str, parse: Any, default: Any, doc: str, example: str, env: str | None = None, **more: Any) -> Any:
     return setting(Field(env, parse, default, doc, context=key, example=example, **more))
 
@@ -149,6 +156,16 @@ class DeployConfig:
     jobs_retention_days: int = _c("jobs_retention_days", Integer(1, c.MAX_JOBS_RETENTION_DAYS),
                                   c.DEFAULT_JOBS_RETENTION_DAYS, "Days after which job data (the bucket's "
                                   "`<artifact_prefix>/jobs/`) expires; the stack's own bucket", "30")
+    compute: str = _c("compute", Choice(c.COMPUTES, True), c.COMPUTE_LAMBDA,
+                      "Where the API function runs: Lambda's own fleet, or managed-instances (a capacity provider of "
+                      "pinned EC2 families; docs/deploy.md)", c.COMPUTE_MANAGED)
+    instance_types: tuple[str, ...] = _c(
+        "instance_types", Text("comma list of EC2 types", _instance_types), (),
+        "Managed instances: the EC2 types allowed, of families whose int8 class the gate covers",
+        "c7i.xlarge,m7i.xlarge", shown_default="c7i.xlarge,m7i.xlarge (arm64: c7g.xlarge,m7g.xlarge)")
+    mi_concurrency: int | None = _c("mi_concurrency", Integer(1, c.MI_MAX_CONCURRENCY), None,
+                                    "Managed instances: processes (model copies) per execution environment",
+                                    "2", shown_default="as many as fit in memory")
 
     @property
     def function_asset(self) -> Path:
@@ -163,6 +180,12 @@ class DeployConfig:
         """Whole vCPUs this memory setting buys (at least one): what token rates are planned on. The function
         sizes its own threads to its CPU quota (functions/laya_serverless/core/cpu_share.py): no LAYA_THREADS."""
         return max(1, min(6, int(self.memory_mb * c.VCPU_PER_MB)))
+
+    @property
+    def managed_threads(self) -> int:
+        """Managed instances: intra-op threads per process, the environment's vCPUs shared between its processes
+        (the runtime's own rule reads Lambda's memory and knows nothing of the processes beside it)."""
+        return max(1, int(managed_vcpus(self.memory_mb)) // (self.mi_concurrency or 1))
 
     @property
     def jobs_threads(self) -> int:
@@ -188,6 +211,7 @@ class DeployConfig:
                 values[name] = _read(field, raw) if str(raw) != "" else None
         values.update(_warm_start(values))
         values.update(_sized_for_graphs(values))
+        values.update(_managed_instances(values))
         config = cls(**values)
         config.check_assets()
         return config
@@ -237,3 +261,59 @@ def _sized_for_graphs(values: dict[str, Any]) -> dict[str, Any]:
                               % (key, given, graph_mb, needed, _flag(key, str(needed))))
         sized[field_name] = given if given is not None else max(default, needed)
     return sized
+
+
+def managed_vcpus(memory_mb: int) -> float:
+    """The vCPUs of a managed-instances execution environment of `memory_mb`."""
+    return memory_mb / 1024 / c.MI_MEMORY_GIB_PER_VCPU
+
+
+def _covered_types(types: tuple[str, ...], arch: str, target: str) -> None:
+    """Each type of a known family, of the function's architecture and, for int8, of a class the gate covers."""
+    example = ",".join(c.DEFAULT_INSTANCE_TYPES[arch])
+    for name in types:
+        kernels = c.INSTANCE_INT8_CLASSES.get(name.partition(".")[0])
+        if kernels is None:
+            raise ConfigError("context 'instance_types': %r is not a type of a known C/M/R family (%s) (use %s)"
+                              % (name, ", ".join(sorted(c.INSTANCE_INT8_CLASSES)), _flag("instance_types", example)))
+        if (kernels in c.ARM_INT8_CLASSES) != (arch == "arm64"):
+            other = "x86_64" if arch == "arm64" else "arm64"
+            raise ConfigError("context 'instance_types': %s is not an %s type (use %s, or -c arch=%s)"
+                              % (name, arch, _flag("instance_types", example), other))
+        if "int8" in target and kernels not in c.GATE_COVERED_INT8_CLASSES:
+            covered = sorted(f for f, k in c.INSTANCE_INT8_CLASSES.items() if k in c.GATE_COVERED_INT8_CLASSES)
+            raise ConfigError("context 'instance_types': %s runs int8 on the %s class, which the gate does not cover "
+                              "(covered: %s; families %s) (use %s, or -c target=cpu-fp32)"
+                              % (name, kernels, ", ".join(c.GATE_COVERED_INT8_CLASSES), ", ".join(covered),
+                                 _flag("instance_types", ",".join(c.DEFAULT_INSTANCE_TYPES["x86_64"]))))
+
+
+def _managed_instances(values: dict[str, Any]) -> dict[str, Any]:
+    """`-c compute=managed-instances`: instance types pinned to families whose int8 class the gate covers, and as
+    many processes per environment as copies of the model fit in its memory (Python runs one per request)."""
+    if values.get("compute", c.COMPUTE_LAMBDA) != c.COMPUTE_MANAGED:
+        for key in ("instance_types", "mi_concurrency"):
+            if values.get(key) is not None:
+                raise ConfigError("context %r applies to managed instances only (use %s)"
+                                  % (key, _flag("compute", c.COMPUTE_MANAGED)))
+        return {}
+    if values.get("snapstart") or values.get("provisioned_concurrency"):
+        raise ConfigError("managed instances start their environments ahead of traffic and run neither SnapStart nor "
+                          "provisioned concurrency (use %s, or drop -c provisioned_concurrency)"
+                          % _flag("snapstart", "false"))
+    arch = values.get("arch", c.DEFAULT_ARCH)
+    types = values.get("instance_types") or c.DEFAULT_INSTANCE_TYPES[arch]
+    _covered_types(types, arch, values.get("target", c.DEFAULT_TARGET))
+    memory_mb = values.get("memory_mb", c.DEFAULT_MEMORY_MB)
+    graph_mb = values.get("graph_mb") or c.DEMO_GRAPH_MB
+    per_copy = memory_for_graph(graph_mb)
+    fit = min(c.MI_MAX_CONCURRENCY, memory_mb // per_copy)
+    if fit < 1:
+        raise ConfigError("context 'memory' is %d MB, less than one copy of a %d MiB graph needs (%d MB) (use %s)"
+                          % (memory_mb, graph_mb, per_copy, _flag("memory", str(-(-per_copy // 1024) * 1024))))
+    concurrency = values.get("mi_concurrency") or fit
+    if concurrency > fit:
+        raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of a %d MiB graph (%d MB each at "
+                          "INIT) fit in %d MB (use %s, or a larger -c memory)"
+                          % (concurrency, fit, graph_mb, per_copy, memory_mb, _flag("mi_concurrency", str(fit))))
+    return {"instance_types": tuple(types), "mi_concurrency": concurrency, "snapstart": False}

@@ -112,3 +112,28 @@ GPU_VARIANT = "AllTraffic"
 GPU_STARTUP_TIMEOUT_S = 600                                # image pull + artifact download + CUDA session start
 GPU_PROXY_MEMORY_MB = 256
 GPU_CACHE_DIR = "/tmp/laya-artifacts"
+
+# Lambda Managed Instances (-c compute=managed-instances): the API function on EC2 instances of pinned families.
+COMPUTE_LAMBDA, COMPUTE_MANAGED = "lambda", "managed-instances"
+COMPUTES = (COMPUTE_LAMBDA, COMPUTE_MANAGED)
+# C/M/R families by the int8 kernel class ONNX Runtime picks on their CPUs (laya_serverless.artifact.platform).
+INSTANCE_INT8_CLASSES = {
+    "c8i": "amx-int8", "m8i": "amx-int8", "r8i": "amx-int8",              # Intel Granite Rapids
+    "c7i": "amx-int8", "m7i": "amx-int8", "r7i": "amx-int8",              # Intel Sapphire Rapids
+    "c6i": "avx512-vnni", "m6i": "avx512-vnni", "r6i": "avx512-vnni",     # Intel Ice Lake
+    "c8a": "avx512-vnni", "m8a": "avx512-vnni", "r8a": "avx512-vnni",     # AMD Zen 5
+    "c7a": "avx512-vnni", "m7a": "avx512-vnni", "r7a": "avx512-vnni",     # AMD Zen 4
+    "c6a": "avx2", "m6a": "avx2", "r6a": "avx2",                          # AMD Zen 3: no VNNI
+    "c8g": "arm64-i8mm", "m8g": "arm64-i8mm", "r8g": "arm64-i8mm",        # Graviton4
+    "c7g": "arm64-i8mm", "m7g": "arm64-i8mm", "r7g": "arm64-i8mm",        # Graviton3
+    "c6g": "arm64-dotprod", "m6g": "arm64-dotprod", "r6g": "arm64-dotprod",  # Graviton2
+}
+ARM_INT8_CLASSES = ("arm64-i8mm", "arm64-dotprod")
+# The int8 classes the gate covers (docs/artifacts-gate.md): the build's own (AVX-512 VNNI or AMX machines) and AVX2,
+# proven under emulation; the recipe computes the same integers on every x86 class. No Arm class is gated here.
+GATE_COVERED_INT8_CLASSES = ("amx-int8", "avx512-vnni", "avx2")
+DEFAULT_INSTANCE_TYPES = {"x86_64": ("c7i.xlarge", "m7i.xlarge"), "arm64": ("c7g.xlarge", "m7g.xlarge")}
+DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): a copy without graph_mb
+MI_MEMORY_GIB_PER_VCPU = 2.0          # the execution environment's memory per vCPU (Lambda's default and minimum)
+MI_MAX_CONCURRENCY = 64               # processes per execution environment we allow (Python: one per request)
+MI_MAX_VCPUS = 32                     # the capacity provider's ceiling; Lambda's own default is 400

@@ -8,6 +8,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack
 from constructs import Construct
 
+from . import constants as c
 from .api import DecisionApi
 from .config import DeployConfig
 from .deploy_gate import DeployGate, is_int8_target
@@ -15,6 +16,7 @@ from .functions import ApiFunction
 from .gpu import GpuEndpoint
 from .gpu_config import GpuConfig
 from .jobs import JobsEngine
+from .managed_instances import ManagedInstances
 from .monitoring import Alarms
 from .operations import DeadLetters
 from .storage import ApiKeySecret, ArtifactBucket
@@ -28,6 +30,8 @@ class LayaServerlessStack(Stack):
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
         dead_letters = DeadLetters(self, "AsyncFailures")
         function = ApiFunction(self, "Api", config, artifacts, secret, dead_letters)
+        if config.compute == c.COMPUTE_MANAGED:   # the API function on EC2 families the gate covers
+            ManagedInstances(self, "ManagedInstances", config).attach(function.function)
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None

@@ -51,6 +51,11 @@ ECR_TOKEN = ("AwsSolutions-IAM5[Resource::*]",
              "ecr:GetAuthorizationToken has no resource-level permissions; image pulls are scoped to the "
              "asset repository")
 
+MANAGED_EC2_OPERATOR = (
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AWSLambdaManagedEC2ResourceOperator]",
+    "The policy AWS maintains for Lambda to launch, patch and retire a capacity provider's instances; its actions "
+    "follow the service, which a hand-written copy would not")
+
 
 def acknowledge(construct: IConstruct, *items: Acknowledgement) -> None:
     for rule, reason in items:

@@ -168,3 +168,19 @@ def test_invoke_logs_powertools_json_lines(environ: dict[str, str], monkeypatch:
                           if "function_request_id" in line)
     assert any("_aws" in line for line in lines)   # the EMF metrics of the invocation
     assert environ["LAYA_API_KEY"] not in captured.err
+
+
+def test_power_tuning_payloads_are_events_the_handler_answers(environ: dict[str, str]) -> None:
+    """`laya-artifacts tune --aws` hands Power Tuning these events: each one a decision request the handler answers
+    in full (its answers are the decisions the cost is divided by)."""
+    from laya_artifacts.tune_aws import execution_input
+    from laya_artifacts.tune_workload import read_workload
+
+    requests = read_workload()
+    document = execution_input("arn:aws:lambda:eu-west-1:123456789012:function:f", requests, [1024], num=8,
+                               prefix="/laya", bearer="local-test-key")
+    handler = make_handler(environ)
+    for request, weighted in zip(requests, document["payload"], strict=True):
+        response = handler(json.loads(json.dumps(weighted["payload"])), lambda_context())
+        assert response["statusCode"] == 200, response
+        assert len(_body(response)["answers"]) == request.decisions

@@ -63,6 +63,8 @@ from .emulated import (
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from .qat import QatSettings
+from .qat_build import prepare_build, trade_off
 from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
 from .runtime_lock import runtime_record
 from .search import (
@@ -313,6 +315,13 @@ def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,
     return Staged(report, precision, None, retry, {"cuda": cuda})
 
 
+def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
+    """A quantization-aware build's trade-off beside the gate's figures, and its fine-tune in the manifest."""
+    if tuned is not None:
+        staged.report.notes.insert(0, trade_off(tuned))
+        staged.device_configuration["quantization_aware"] = tuned
+
+
 def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
                    revision: str | None = None, goldens_path: Path | None = None,
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
@@ -320,7 +329,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                    progress: Callable[[str], None] = lambda _m: None,
                    timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME,
                    emulate_classes: bool = False, search_records: Path | None = None,
-                   research: bool = False) -> tuple[Path, GateReport]:
+                   research: bool = False, quantization_aware: QatSettings | None = None) -> tuple[Path, GateReport]:
     """Build, gate and describe one (checkpoint, target) configuration in `out_dir`, for any target.
 
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
@@ -336,6 +345,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     recorded in the manifest. With `search_records` (a directory)
     the search's decision is kept there and reused by a later build of the same search (`search_records.py`;
     the package's shipped records are read too); `research` searches again.
+    `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme and builds it (`qat_build.py`): the
+    gate's reference stays the original's goldens, and the manifest records the fine-tune.
     """
     if target not in TARGETS:
         raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
@@ -348,6 +359,8 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         raise FileExistsError("%s is not empty; builds never overwrite an artifact" % out_dir)
     name = name or Path(checkpoint_dir).name
     goldens = _goldens_for(Path(checkpoint_dir), name, revision, goldens_path, user_cases, progress)
+    checkpoint_dir, candidates, tuned = prepare_build(Path(checkpoint_dir), goldens, target, candidates,
+                                                      quantization_aware, out_dir, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     refused = None if target != targets.CPU_INT8 or search_records is None or research else _recorded_refusal(
         Path(checkpoint_dir), goldens, target, candidates, min_speedup, search_records, progress)
@@ -367,6 +380,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                                 exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer,
                                 emulate=emulate_classes, checkpoint_dir=Path(checkpoint_dir),
                                 records=search_records, research=research)
+    _note_fine_tune(staged, tuned)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
@@ -376,7 +390,9 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
                          report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
-                  "weights_sha256": weights_sha256(Path(checkpoint_dir))}
+                  "weights_sha256": weights_sha256(Path(checkpoint_dir)),
+                  # a quantization-aware copy's: the weights served are the copy's, the gate's reference its original's
+                  **({"reference_weights_sha256": tuned["reference_weights_sha256"]} if tuned else {})}
     corpus = canonical_goldens(goldens)
     write_manifest(out_dir, _configuration(checkpoint, target, staged, decode, fusion), report, sha256_bytes(corpus))
     # Beside the directory, not in it (the manifest lists only what serves): publish uploads it, and the

@@ -8,6 +8,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .qat import QatSettings
 
 
 def _progress(message: str) -> None:
@@ -47,7 +51,8 @@ def _build(args: argparse.Namespace) -> int:
                                      candidates=_candidates(args.candidates), exhaustive_search=args.exhaustive_search,
                                      min_speedup=args.min_speedup, progress=_progress,
                                      search_records=Path(args.search_records) if args.search_records else None,
-                                     research=args.research, emulate_classes=args.emulate_classes)
+                                     research=args.research, emulate_classes=args.emulate_classes,
+                                     quantization_aware=_qat_settings(args))
     except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
@@ -292,6 +297,43 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
                        "under qemu (they are then left to the deploy-time gate)")
     build.add_argument("--research", action="store_true",
                        help="search again even where a search record holds this search's decision")
+    _qat_options(build)
+
+
+def _qat_options(build: argparse.ArgumentParser) -> None:
+    """`build`'s options for the quantization-aware fine-tune (`qat.py`)."""
+    from .qat import TRAINABLE, QatSettings
+
+    d = QatSettings()
+    qat = build.add_argument_group("quantization-aware fine-tune (cpu-int8)")
+    qat.add_argument("--quantization-aware", action="store_true",
+                     help="fine-tune a copy under the artifact's int8 scheme, distilled from this checkpoint's "
+                          "upstream FP32 on the gate's selection cases (and states made of them), then "
+                          "build and gate the copy against this checkpoint's goldens")
+    qat.add_argument("--qat-steps", type=int, default=d.steps, metavar="N", help="default %(default)s (one case each)")
+    qat.add_argument("--qat-lr", type=float, default=d.lr, metavar="LR", help="default %(default)s")
+    qat.add_argument("--qat-seed", type=int, default=d.seed, metavar="N", help="default %(default)s")
+    qat.add_argument("--qat-trainable", choices=TRAINABLE, default=d.trainable,
+                     help="head: the decision head and the encoder's norms and biases (default); all: every "
+                          "encoder tensor but the embedding tables")
+    qat.add_argument("--qat-train-layers", type=int, default=d.train_layers, metavar="N",
+                     help="with head: also all of the top N encoder layers (default %(default)s)")
+    qat.add_argument("--qat-threads", type=int, default=d.threads, metavar="N", help="torch threads (default "
+                                                                                     "%(default)s)")
+    qat.add_argument("--qat-device", default=d.device, help="where the student trains: cpu (default) or cuda")
+    qat.add_argument("--qat-dir", metavar="DIR", help="where the fine-tune keeps its state and the tuned copy "
+                                                      "(default: beside --out, OUT.qat)")
+    qat.add_argument("--resume", action="store_true", help="continue the fine-tune from the state saved in --qat-dir")
+
+
+def _qat_settings(args: argparse.Namespace) -> QatSettings | None:
+    if not args.quantization_aware:
+        return None
+    from .qat import QatSettings
+
+    return QatSettings(steps=args.qat_steps, lr=args.qat_lr, seed=args.qat_seed, trainable=args.qat_trainable,
+                       train_layers=args.qat_train_layers, threads=args.qat_threads, device=args.qat_device,
+                       resume=args.resume, work_dir=Path(args.qat_dir) if args.qat_dir else None)
 
 
 def parser() -> argparse.ArgumentParser:

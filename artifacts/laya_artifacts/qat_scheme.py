@@ -1,0 +1,71 @@
+"""The artifact's int8 scheme as PyTorch fake quantization, for the quantization-aware fine-tune (`qat.py`).
+
+Each encoder MatMul the `encoder` candidate quantizes (`quantize._PARTS`, the same regexes, mapped from module
+to node names) becomes a `torch.ao.nn.qat.Linear`, PyTorch's own QAT module, which matches onnxruntime's
+dynamic quantization (`quantize.quantize_candidate`, `dynamic-int8`):
+- weights: a per-channel symmetric `FakeQuantize` over the output channel (torch's `[out, in]` axis 0 is the
+  exported MatMul's axis 1, as `quantize_dynamic` quantizes it), range [-64, 64]: the 7-bit `reduce_range`
+  that makes int8 kernel-exact on every x86 class. The observer's averaging constant is 1, so the scale is
+  the current weights' absmax / 64, as the quantizer computes it from the weights it is given;
+- inputs: torch's `default_dynamic_fake_quant` (uint8, per tensor, the current tensor's min/max with zero
+  included: onnxruntime's `DynamicQuantizeLinear`), padding included.
+Embeddings and the decision head stay FP32 in the artifact and here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .quantize import _LAYER, _PARTS, REDUCE_RANGE
+
+WEIGHT_RANGE = (-64, 64) if REDUCE_RANGE else (-127, 127)
+
+
+def _node_name(module: str) -> str:
+    """The exported MatMul's node name for an encoder `nn.Linear` (`export.py`'s TorchScript names)."""
+    path = "/" + module.replace(".", "/")
+    return re.sub(r"/(layer|layers)/(\d+)/", r"/\1.\2/", path) + "/MatMul"
+
+
+def quantized_linears(model: Any) -> list[str]:
+    """The encoder `nn.Linear` modules whose MatMul the `encoder` candidate quantizes (`quantize._PARTS`)."""
+    import torch
+
+    names = []
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear) or not name.startswith("encoder."):
+            continue
+        node = _node_name(name)
+        if _LAYER.match(node) and any(pattern.search(node) for _, pattern in _PARTS):
+            names.append(name)
+    return names
+
+
+def _qconfig() -> Any:
+    import torch
+    from torch.ao.quantization import FakeQuantize, MovingAveragePerChannelMinMaxObserver, QConfig
+    from torch.ao.quantization.fake_quantize import default_dynamic_fake_quant
+
+    weight = FakeQuantize.with_args(observer=MovingAveragePerChannelMinMaxObserver, averaging_constant=1.0,
+                                    quant_min=WEIGHT_RANGE[0], quant_max=WEIGHT_RANGE[1], dtype=torch.qint8,
+                                    qscheme=torch.per_channel_symmetric, ch_axis=0)
+    return QConfig(activation=default_dynamic_fake_quant, weight=weight)
+
+
+def attach_fake_quant(model: Any) -> list[str]:
+    """Swap the quantized encoder Linears for QAT Linears (weights) with a dynamic input fake quant."""
+    import torch.ao.nn.qat as nnqat
+
+    qconfig = _qconfig()
+    names = quantized_linears(model)
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        linear = getattr(parent, child)
+        linear.qconfig = qconfig
+        fake = nnqat.Linear.from_float(linear)
+        fake.input_fake_quant = qconfig.activation()
+        fake.register_forward_pre_hook(lambda module, args: (module.input_fake_quant(args[0]), *args[1:]))
+        setattr(parent, child, fake)
+    return names

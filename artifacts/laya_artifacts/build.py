@@ -34,7 +34,7 @@ from laya_serverless.artifact.layout import (
     copy_decode_config,
 )
 from laya_serverless.artifact.manifest import SCHEMA, sha256_bytes, sha256_file
-from laya_serverless.artifact.platform import cpu_profile, int8_kernels
+from laya_serverless.artifact.platform import cpu_profile
 from laya_serverless.core.providers import (
     CPU,
     CPU_PROVIDER,
@@ -49,20 +49,11 @@ from laya_serverless.errors import GateFailed
 from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
 from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
 
-from .arm64_classes import arm64_classes
 from .cuda import convert_fp16
-from .emulated import (
-    AVX2_CPU,
-    EMULATED_GATE_MAX_CASES,
-    QEMU,
-    can_emulate,
-    emulated_class_gate,
-    equivalence,
-    equivalence_rows,
-)
 from .export import FUSION_RECORD, OPSET, export_checkpoint
 from .gate_corpus import builtin_cases, read_gate_cases
 from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from .int8_classes import int8_classes
 from .qat import QatSettings
 from .qat_build import prepare_build, trade_off
 from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
@@ -82,7 +73,6 @@ from .search_records import SHIPPED as SHIPPED_RECORDS
 from .search_records import decision_key, find_record, save_record
 
 TARGETS = targets.TARGETS
-AVX2_CLASS = "avx2"
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
 
 
@@ -254,42 +244,9 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
                             "next-fastest candidate on confirmation (that would make confirmation a second selection "
                             "set); build cpu-fp32" % chosen.candidate.name)
     weights = chosen.recipe["weights_label"]
-    classes = _int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
+    classes = int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
     return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline(),
                   device_configuration={"int8_classes": classes} if classes else {})
-
-
-def _int8_classes(out_dir: Path, goldens: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
-    """The int8 kernel classes the gate holds on: the build's own, and AVX2 (most of Lambda's x86 fleet) when an
-    emulated AVX2 CPU answers a slice the same (`emulated.equivalence`) or, failing that on a corpus small enough
-    to replay emulated, passes the whole gate. The runtime accepts what is recorded here (`artifact.platform`)."""
-    here = int8_kernels(cpu_profile())
-    classes: dict[str, Any] = {here: {"proof": "gate"}}
-    if here != AVX2_CLASS:
-        classes.update(_avx2_class(out_dir, goldens, here, progress))
-    # the Arm classes (Graviton2 dotprod, i8mm): the arm64 Lambda package run emulated, when it is built here
-    classes.update(arm64_classes(out_dir, goldens, progress))
-    return classes
-
-
-def _avx2_class(out_dir: Path, goldens: dict[str, Any], here: str,
-                progress: Callable[[str], None]) -> dict[str, Any]:
-    if not can_emulate():
-        progress("    %s is not installed: the AVX2 class is left to the deploy-time gate" % QEMU)
-        return {}
-    progress("    checking that an AVX2 CPU (qemu -cpu %s) answers as this %s one, on %d short cases"
-             % (AVX2_CPU, here, len(equivalence_rows(goldens))))
-    check = equivalence(out_dir, goldens)
-    progress("    max |dp| between the classes: %.2g over %d rows"
-             % (check["max_probability_difference"], check["rows"]))
-    if not check["equivalent"] and len(goldens["rows"]) <= EMULATED_GATE_MAX_CASES:
-        progress("    not equivalent (> %g): replaying the whole gate as an AVX2 CPU (%d cases)"
-                 % (check["tolerance"], len(goldens["rows"])))
-        check = emulated_class_gate(out_dir, goldens, check)
-    proven = check.get("equivalent") or check.get("passed")
-    progress("    %s: %s" % (check["kernels"], "proven (%s)" % check["proof"] if proven
-                               else "not proven here: left to the deploy-time gate on the serving CPU"))
-    return {check["kernels"]: check}
 
 
 def _stage_cuda(raw: Path, out_dir: Path, goldens: dict[str, Any], target: str,

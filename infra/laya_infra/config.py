@@ -42,19 +42,6 @@ def _read(field: Field, raw: Any) -> Any:
                                                                _flag(str(field.context), str(field.example)))) from None
 
 
-def _int(raw: Any, key: str, lo: int, hi: int, example: str) -> int:
-    return int(_read(Field(None, Integer(lo, hi), None, "", context=key, example=example), raw))
-
-
-def _bool(raw: Any, key: str) -> bool:
-    return bool(_read(Field(None, Boolean(), None, "", context=key, example="true"), raw))
-
-
-def _choice(raw: object, key: str, choices: tuple[str, ...]) -> str:
-    return str(_read(Field(None, Choice(choices, case_sensitive=True), None, "", context=key,
-                           example=choices[-1]), raw))
-
-
 def _prefix(text: str) -> str:
     prefix = text.rstrip("/")
     prefix = "/" + prefix if prefix and not prefix.startswith("/") else prefix

@@ -6,20 +6,41 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import constants as c
-from .config import ConfigError, _bool, _flag, _int
+from laya_serverless.configuration import Boolean, Choice, Field, Integer, Invalid, Text, declared, setting
 
-KEYS = ("gpu_instance_type", "gpu_min_instances", "gpu_max_instances", "gpu_invocations_per_instance", "gpu_target")
+from . import constants as c
+from .config import ConfigError, _flag, _read
+
 _INSTANCE = re.compile(r"^ml\.([a-z0-9]+)\.([a-z0-9]+)$")
+_GPU = Field(None, Boolean(), False, "The CUDA endpoint (SageMaker); the other gpu_* flags need it", context="gpu",
+             example="true")
+
+
+def _instance_type(text: str) -> str:
+    match = _INSTANCE.match(text)
+    if not match or match.group(1) not in c.GPU_INSTANCE_FAMILIES:
+        families = ", ".join("ml.%s.*" % f for f in c.GPU_INSTANCE_FAMILIES)
+        raise Invalid("must be a SageMaker GPU instance (%s)" % families)
+    return text
+
+
+def _g(key: str, parse: Any, default: Any, doc: str, example: str) -> Any:
+    return setting(Field(None, parse, default, doc, context=key, example=example))
 
 
 @dataclass(frozen=True)
 class GpuConfig:
-    instance_type: str = c.DEFAULT_GPU_INSTANCE_TYPE
-    min_instances: int = c.DEFAULT_GPU_MIN_INSTANCES
-    max_instances: int = c.DEFAULT_GPU_MAX_INSTANCES
-    invocations_per_instance: int = c.DEFAULT_GPU_INVOCATIONS_PER_INSTANCE
-    target: str = c.DEFAULT_GPU_TARGET
+    instance_type: str = _g("gpu_instance_type", Text("ml.<family>.<size>", _instance_type),
+                            c.DEFAULT_GPU_INSTANCE_TYPE, "SageMaker GPU instance type", c.DEFAULT_GPU_INSTANCE_TYPE)
+    min_instances: int = _g("gpu_min_instances", Integer(0, c.MAX_GPU_INSTANCES), c.DEFAULT_GPU_MIN_INSTANCES,
+                            "Instances kept (0: scale to zero through an inference component)", "1")
+    max_instances: int = _g("gpu_max_instances", Integer(1, c.MAX_GPU_INSTANCES), c.DEFAULT_GPU_MAX_INSTANCES,
+                            "Instances at most", "2")
+    invocations_per_instance: int = _g("gpu_invocations_per_instance", Integer(1, 100_000),
+                                       c.DEFAULT_GPU_INVOCATIONS_PER_INSTANCE,
+                                       "Target invocations per instance for scaling (not with min 0)", "600")
+    target: str = _g("gpu_target", Choice(c.GPU_TARGETS, True), c.DEFAULT_GPU_TARGET, "The endpoint's CUDA target",
+                     "cuda-fp16")
 
     @property
     def scales_to_zero(self) -> bool:
@@ -29,36 +50,17 @@ class GpuConfig:
     @classmethod
     def from_context(cls, get: Any) -> GpuConfig | None:
         """None without `-c gpu=true`; a GPU flag given without it is refused rather than ignored."""
+        fields = declared(cls)
+        raw = {name: get(field.context) for name, field in fields.items()}
         enabled = get("gpu")
-        raw = {key: get(key) for key in KEYS}
-        if enabled is None or not _bool(enabled, "gpu"):
-            given = sorted(key for key, value in raw.items() if value is not None)
+        if enabled is None or not _read(_GPU, enabled):
+            given = sorted(str(fields[name].context) for name, value in raw.items() if value is not None)
             if given:
                 raise ConfigError("context %s only applies to the GPU endpoint (use -c gpu=true with it)"
                                   % ", ".join(repr(k) for k in given))
             return None
-        values: dict[str, Any] = {}
-        if raw["gpu_instance_type"] is not None:
-            match = _INSTANCE.match(str(raw["gpu_instance_type"]))
-            if not match or match.group(1) not in c.GPU_INSTANCE_FAMILIES:
-                raise ConfigError("context 'gpu_instance_type' must be a SageMaker GPU instance (%s), got %r (use %s)"
-                                  % (", ".join("ml.%s.*" % f for f in c.GPU_INSTANCE_FAMILIES),
-                                     raw["gpu_instance_type"], _flag("gpu_instance_type", c.DEFAULT_GPU_INSTANCE_TYPE)))
-            values["instance_type"] = str(raw["gpu_instance_type"])
-        if raw["gpu_min_instances"] is not None:
-            values["min_instances"] = _int(raw["gpu_min_instances"], "gpu_min_instances", 0, c.MAX_GPU_INSTANCES, "1")
-        if raw["gpu_max_instances"] is not None:
-            values["max_instances"] = _int(raw["gpu_max_instances"], "gpu_max_instances", 1, c.MAX_GPU_INSTANCES, "2")
-        if raw["gpu_invocations_per_instance"] is not None:
-            values["invocations_per_instance"] = _int(raw["gpu_invocations_per_instance"],
-                                                      "gpu_invocations_per_instance", 1, 100_000, "600")
-        if raw["gpu_target"] is not None:
-            if raw["gpu_target"] not in c.GPU_TARGETS:
-                raise ConfigError("context 'gpu_target' must be one of %s, got %r (use %s)"
-                                  % (", ".join(c.GPU_TARGETS), raw["gpu_target"], _flag("gpu_target", "cuda-fp16")))
-            values["target"] = str(raw["gpu_target"])
-        config = cls(**values)
-        if config.scales_to_zero and raw["gpu_invocations_per_instance"] is not None:
+        config = cls(**{name: _read(fields[name], value) for name, value in raw.items() if value is not None})
+        if config.scales_to_zero and raw["invocations_per_instance"] is not None:
             raise ConfigError("context 'gpu_invocations_per_instance' does not apply with gpu_min_instances=0: the "
                               "model's copies track concurrent requests (use -c gpu_min_instances=1 with it)")
         if config.max_instances < config.min_instances:
@@ -66,3 +68,8 @@ class GpuConfig:
                               % (config.max_instances, config.min_instances,
                                  _flag("gpu_max_instances", str(config.min_instances))))
         return config
+
+
+def gpu_fields() -> list[Field]:
+    """The GPU endpoint's flags, for docs/configuration.md."""
+    return [_GPU, *declared(GpuConfig).values()]

@@ -9,6 +9,7 @@ from laya_serverless import settings as runtime
 from laya_serverless.configuration import Field, declared
 
 from .config import DeployConfig
+from .gpu_config import gpu_fields
 
 HEADER = """# Configuration reference
 
@@ -44,7 +45,7 @@ def render() -> str:
     lines += ["", "## CDK context flags (`-c key=value`)", "",
               "Flags that set a runtime variable are listed above with it.", "",
               "| flag | type | default | what |", "|---|---|---|---|"]
-    for field in declared(DeployConfig).values():
+    for field in [*declared(DeployConfig).values(), *gpu_fields()]:
         if field.env is None:
             lines.append("| `%s` | %s | %s | %s |" % (field.context, _cell(field.parse.describe()),
                                                       _cell(_default(field)), _cell(field.doc)))

@@ -1,10 +1,13 @@
 """RSS of a served decider before and after one batch of long, deeply nested states: does the memory come back?
 
     laya-artifacts bench arena ARTIFACT_DIR [--keep-arena] [--states 64] [--depth 30] [--max-len 512]
+    laya-artifacts bench arena ARTIFACT_DIR --per-run-cost [--rounds 8]
 
 Prints one JSON line: RSS after the first short request, right after the long batch (one pass), after 20 more
 short requests, the peak, and the mean time of a short request before and after. `--keep-arena` runs the session
 without the run option the runtime sets (`memory.enable_memory_arena_shrinkage`), as it ran before.
+`--per-run-cost` measures what that option costs a short request: ms per decision with and without it, alternating
+rounds of 100 in one process, medians, and their ratio.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--states", type=int, default=64)
     parser.add_argument("--depth", type=int, default=30)
     parser.add_argument("--max-len", type=int, default=512)
+    parser.add_argument("--per-run-cost", action="store_true")
+    parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args(argv)
 
     import onnxruntime as ort
@@ -60,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             decider.predict(SHORT, QUESTIONS)
         return (time.perf_counter() - started) / n * 1000
 
+    if args.per_run_cost:
+        return _per_run_cost(decider, short_ms, args.rounds, ort.RunOptions())
     decider.predict(SHORT, QUESTIONS)
     first = _rss_mb()
     before = short_ms()
@@ -69,6 +76,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"keep_arena": args.keep_arena, "rss_mb_first": first, "rss_mb_after_batch": after_batch,
                       "rss_mb_after_20_short": _rss_mb(), "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                       >> 10, "short_ms_before": round(before, 1), "short_ms_after": round(after, 1)}))
+    return 0
+
+
+def _per_run_cost(decider: Any, short_ms: Any, rounds: int, keep: Any) -> int:
+    import statistics
+
+    shrink, times = decider.session._run_options, {"shrink": [], "keep": []}
+    short_ms(30)  # warm
+    for r in range(rounds):
+        order = (("shrink", shrink), ("keep", keep)) if r % 2 == 0 else (("keep", keep), ("shrink", shrink))
+        for name, options in order:
+            decider.session._run_options = options
+            times[name].append(short_ms(100))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    print(json.dumps({"short_ms_shrink": round(medians["shrink"], 3), "short_ms_keep": round(medians["keep"], 3),
+                      "shrink_over_keep": round(medians["shrink"] / medians["keep"], 3)}))
     return 0
 
 

@@ -82,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _per_run_cost(decider: Any, short_ms: Any, rounds: int, keep: Any) -> int:
     import statistics
 
-    shrink, times = decider.session._run_options, {"shrink": [], "keep": []}
+    shrink = decider.session._run_options
+    times: dict[str, list[float]] = {"shrink": [], "keep": []}
     short_ms(30)  # warm
     for r in range(rounds):
         order = (("shrink", shrink), ("keep", keep)) if r % 2 == 0 else (("keep", keep), ("shrink", shrink))

@@ -116,11 +116,11 @@ def test_a_job_s_controls_are_typed_once_and_read_back_typed_from_its_spec() -> 
 
     from laya_serverless.protocol.decisions import BatchControls, job_controls
     from laya_serverless.protocol.routing import Registry
-    from laya_serverless.settings import Limits
+    from laya_serverless.settings import Limits, ProtocolSettings
 
     body = {"questions": {}, "model": "English", "max_len": 128, "head_max_len": 64, "lang": "de",
             "min_confidence": {"choice:3-5": 0.6, "default": 0.5}, "batch_size": 4, "sort_by_length": True}
-    typed = job_controls(body, Registry({"english": "english"}), Limits())
+    typed = job_controls(body, Registry({"english": "english"}), ProtocolSettings(), Limits())
     spec = json.loads(json.dumps(typed.to_spec()))
     assert BatchControls.from_spec(spec) == typed
     assert typed.controls.model == "english" and spec["max_len"] == 128 and "task" not in spec

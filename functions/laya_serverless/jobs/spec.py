@@ -14,7 +14,7 @@ from ..artifact.store import ObjectStore
 from ..core.questions import parse_questions
 from ..errors import InvalidRequest, Location, MalformedRequest, QuestionError, RequestError, TooLarge
 from ..protocol import limits
-from ..protocol.decisions import BatchControls, choice_cap, job_controls
+from ..protocol.decisions import BatchControls, job_controls
 from ..protocol.routing import Registry, route
 from ..settings import JobSettings, Limits, ProtocolSettings
 from .store_keys import INPUT_PREFIX, OUTPUT_PREFIX, key_in
@@ -111,9 +111,8 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
     if not isinstance(body, dict) or "questions" not in body or ("states" in body) == ("input" in body):
         raise MalformedRequest(_SHAPE, kind="missing")
     questions = body["questions"]
-    limits.check_request_limits("", questions, choice_cap(protocol))
     # States are checked on their own below, each named in its refusal.
-    batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, request_limits)
+    batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, protocol, request_limits)
     try:
         parse_questions(questions)
     except QuestionError as exc:

@@ -94,10 +94,12 @@ def pass_size(caller: int | None, n_states: int, n_questions: int, max_len: Any,
     return limits.effective_batch_size(caller, planned)
 
 
-def job_controls(body: dict[str, Any], registry: Registry, request_limits: Limits) -> BatchControls:
-    """The controls `batch_controls` resolves, by the same rules, for a job (whose states are checked by
-    `laya_serverless.jobs.spec`, without the batch's state cap). `batch_size` is the caller's: each shard
-    caps it by its own plan, as `/batch` does for its states."""
+def job_controls(body: dict[str, Any], registry: Registry, protocol: ProtocolSettings,
+                 request_limits: Limits) -> BatchControls:
+    """The question limits and the controls `batch_controls` checks, by the same rules, for a job (whose states
+    are checked by `laya_serverless.jobs.spec`, without the batch's state cap). `batch_size` is the caller's:
+    each shard caps it by its own plan, as `/batch` does for its states."""
+    limits.check_request_limits("", body["questions"], choice_cap(protocol))
     limits.refuse_hooks(body)
     limits.refuse_out_parameters(body)
     controls = _controls(body, registry, request_limits)

@@ -186,7 +186,7 @@ def plan_context(context: Mapping[str, str], built: Sequence[Built], progress: P
             raise DeployFailed("%d checkpoints (%s): say which name serves which with -c deployed=english=%s,..."
                                % (len(by_name), ", ".join(by_name), next(iter(by_name))))
         plan["deployed"] = "english=%s" % next(iter(by_name))
-    stored = list(dict.fromkeys(Settings.from_environ({DEPLOYED: plan["deployed"]}).deployed.values()))
+    stored = list(dict.fromkeys(Settings.from_environ({DEPLOYED: plan["deployed"]}).deployment.deployed.values()))
     unknown = [s for s in stored if s not in by_name]
     if unknown:
         raise DeployFailed("-c deployed=%s names %s, which this deploy neither built nor was given"

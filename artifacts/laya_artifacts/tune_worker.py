@@ -57,7 +57,7 @@ def open_decider(artifact: Path, config: dict[str, Any]) -> tuple[Any, dict[str,
 
     if config.get("threads") is None:
         settings = Settings.from_environ(os.environ)
-        share = size_threads(settings.threads, settings.spinning)
+        share = size_threads(settings.deployment.threads, settings.deployment.spinning)
         threading, chosen = share.threading(), share.report()
     else:
         threading = Threading(int(config["threads"]) or None, bool(config["spinning"]))

@@ -1,18 +1,21 @@
 """Configuration, read once at the edge from an environment mapping (docs/configuration.md).
 
-Every variable is declared once below, as a `Field` on `Settings`: its name, type and bounds,
-default, whether a bad value is refused or (upstream's rule for a few) means the default, and a
-line of doc. Upstream reads `LAYA_JEV_STRICT`, `LAYA_MAX_TOKEN_BUDGET` and `LAYA_MAX_BATCH_TOKENS`
-on every request; a Lambda function's environment cannot change while it runs, so here they are
-read once with the rest. Names are constants, shared with the CDK app.
+Every variable is declared once below, as a `Field` on the part of `Settings` whose consumer reads it
+(`HttpSettings`, `ProtocolSettings`, `Limits`, `LocalServerSettings`, `DeploymentSettings`,
+`JobSettings`): its name, type and bounds, default, whether a bad value is refused or (upstream's rule
+for a few) means the default, and a line of doc. The edge builds `Settings` once and hands each
+consumer only its part. Upstream reads `LAYA_JEV_STRICT`, `LAYA_MAX_TOKEN_BUDGET` and
+`LAYA_MAX_BATCH_TOKENS` on every request; a Lambda function's environment cannot change while it runs,
+so here they are read once with the rest. Names are constants, shared with the CDK app.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .artifact.store import DEFAULT_LOCAL_STORE
@@ -117,28 +120,42 @@ def _field(env: str | None, parse: Any, default: Any, doc: str, **more: Any) -> 
 
 
 @dataclass(frozen=True)
-class Settings:
-    # Serving and protocol
+class HttpSettings:
+    """The HTTP app and the edges in front of it: who may call, where it is mounted, when it unloads."""
+
     api_key: str | None = _field(
         API_KEY, Secret(), None, "Bearer key every route but liveness requires; unset: no auth (never logged)",
         raw=True)
     api_key_secret: str | None = _field(
         API_KEY_SECRET, Text("Secrets Manager ARN"), None,
         "Lambda: read the bearer key from this secret at INIT (the key never sits in the environment)")
+    idle_unload_seconds: float = _field(
+        IDLE_UNLOAD_SECONDS, Number(unit="number of seconds"), 0.0,
+        "A long-running server unloads its checkpoints after this idle time (0: never)", tolerant=True)
+    root_path: str = _field(ROOT_PATH, Text("path"), "", "ASGI root path (the OpenAPI document's server URL)")
+    api_base_path: str = _field(API_BASE_PATH, Text("path"), "/",
+                                "A path prefix API Gateway leaves on requests (REST stage, custom domain)")
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """How requests are answered: the Jev contract, task routing, tournament narrowing."""
+
     jev_strict: bool = _field(JEV_STRICT, Boolean(), False, "Strict Jev contract (docs/protocol.md)",
                               context="jev_strict", example="true")
     jev_confidence: str = _field(JEV_CONFIDENCE, Choice(JEV_CONFIDENCES), "laya",
                                  "Strict mode's `confidence`: Laya's entropy concentration or Jev's formula",
                                  context="jev_confidence", example="jev")
     auto_task: bool = _field(AUTO_TASK, Boolean(), False, "Route by detected task when no model is named")
-    default_model: str = _field(
-        DEFAULT_MODEL, Text("a deployed name", str.lower), None,
-        "The checkpoint a request without `model` gets; must be deployed",
-        shown_default="multilingual if deployed, else the first deployed name")
     tournament_group: int = _field(
         TOURNAMENT_GROUP, Integer(2, MAX_CHOICE_OPTIONS), 0,
         "Choices with more options than this are narrowed by elimination (0: off)", tolerant=True)
-    # Limits
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request, client or session pass may take (admission, budgets, the /batch time budget)."""
+
     max_concurrent: int = _field(MAX_CONCURRENT, Integer(1, _MANY), 16, "Requests served at once", tolerant=True)
     body_read_timeout: float = _field(BODY_READ_TIMEOUT, Number(unit="number of seconds"), 10.0,
                                       "Seconds a request body may take to arrive", tolerant=True)
@@ -153,7 +170,12 @@ class Settings:
         "A /batch planned past this many seconds is refused with 413 pointing at /v1/jobs (0: off)", tolerant=True)
     batch_token_rate: int = _field(BATCH_TOKEN_RATE, Integer(1, _MANY), 500,
                                    "Row tokens a second this function answers /batch at", tolerant=True)
-    # Local server
+
+
+@dataclass(frozen=True)
+class LocalServerSettings:
+    """The local server of `serve` and `start-api` (uvicorn): its address and connection deadlines."""
+
     host: str | None = _field(HOST, Text("address"), None, "Bind address of `serve`/`start-api`",
                               shown_default="127.0.0.1")
     port: int = _field(PORT, Integer(1, 65535), 8000, "Port of `serve`/`start-api`")
@@ -161,19 +183,22 @@ class Settings:
                                    "Local server: seconds a connection has to deliver its request headers")
     keep_alive_timeout: float = _field(KEEP_ALIVE_TIMEOUT, Number(unit="number of seconds"), 5.0,
                                        "Local server: an idle keep-alive connection is closed after this")
-    idle_unload_seconds: float = _field(
-        IDLE_UNLOAD_SECONDS, Number(unit="number of seconds"), 0.0,
-        "A long-running server unloads its checkpoints after this idle time (0: never)", tolerant=True)
-    root_path: str = _field(ROOT_PATH, Text("path"), "", "ASGI root path (the OpenAPI document's server URL)")
-    api_base_path: str = _field(API_BASE_PATH, Text("path"), "/",
-                                "A path prefix API Gateway leaves on requests (REST stage, custom domain)")
-    # Deployment: where artifacts live, which checkpoints are served, where and how
+
+
+@dataclass(frozen=True)
+class DeploymentSettings:
+    """Where artifacts live, which checkpoints are served, where and how (`assembly`)."""
+
     store: str = _field(STORE, Text("s3://BUCKET[/PREFIX] or a folder", _store), DEFAULT_LOCAL_STORE,
                         "The artifact store")
     deployed: dict[str, str] = _field(
         DEPLOYED, Text("NAME[=STORED],...", _deployed), {"english": "demo"},
         "Served names and the stored checkpoint each reads, e.g. english=demo,multilingual=laya-m",
         context="deployed", example="english=demo", shown_default="english=demo")
+    default_model: str = _field(
+        DEFAULT_MODEL, Text("a deployed name", str.lower), None,
+        "The checkpoint a request without `model` gets; must be deployed",
+        shown_default="multilingual if deployed, else the first deployed name")
     device: str = _field(DEVICE, Choice(DEVICES), CPU, "Where sessions must run; never a silent move to the other")
     target: str = _field(TARGET, Text(" | ".join(TARGETS), _target), DEFAULT_CPU_TARGET,
                          "The compute target served", context="target", example="cpu-int8",
@@ -195,7 +220,17 @@ class Settings:
         ARTIFACT_PINS, Text("CHECKPOINT/TARGET=ARTIFACT_ID,...", _artifact_pins), {},
         "Serve these artifacts instead of following the store's pointers (a function version's own)",
         shown_default="none: the pointers")
-    # Batch jobs (docs/jobs.md)
+
+    def __post_init__(self) -> None:
+        if not self.default_model:   # the deployment's own default, as `from_environ({})` resolves it
+            chosen = "multilingual" if "multilingual" in self.deployed else next(iter(self.deployed))
+            object.__setattr__(self, "default_model", chosen)
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Batch jobs (docs/jobs.md): the engine, and how large a job and its shards may be."""
+
     jobs_state_machine: str | None = _field(JOBS_STATE_MACHINE, Text("Step Functions ARN"), None,
                                             "Lambda: the Step Functions engine; unset: the local engine")
     jobs_workers: int = _field(JOBS_WORKERS, Integer(0, 64), 1, "Local engine: worker processes (0: no local jobs)")
@@ -208,15 +243,39 @@ class Settings:
     jobs_token_rate: int = _field(JOBS_TOKEN_RATE, Integer(1, _MANY), 500,
                                   "Row tokens a second one worker is assumed to process", tolerant=True)
 
-    def __post_init__(self) -> None:
-        if not self.default_model:   # the deployment's own default, as `from_environ({})` resolves it
-            chosen = "multilingual" if "multilingual" in self.deployed else next(iter(self.deployed))
-            object.__setattr__(self, "default_model", chosen)
+    @property
+    def local_processes(self) -> int:
+        """Processes on this machine that run inference and share its CPU quota: with the local engine, its
+        worker pool; with Step Functions, the jobs run in their own function."""
+        return self.jobs_workers if self.jobs_state_machine is None else 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every part, built once at the edge (`from_environ`); the edge hands each consumer its part."""
+    http: HttpSettings = field(default_factory=HttpSettings)
+    protocol: ProtocolSettings = field(default_factory=ProtocolSettings)
+    limits: Limits = field(default_factory=Limits)
+    local_server: LocalServerSettings = field(default_factory=LocalServerSettings)
+    deployment: DeploymentSettings = field(default_factory=DeploymentSettings)
+    jobs: JobSettings = field(default_factory=JobSettings)
+
+    @classmethod
+    def of(cls, **values: Any) -> Settings:
+        """Settings from flat field names (`Settings.of(store=..., jobs_workers=0)`), each routed to its part;
+        a name no part declares is refused."""
+        unknown = sorted(set(values) - set(fields()))
+        if unknown:
+            raise TypeError("no such setting: %s" % ", ".join(unknown))
+        return cls(**{name: part(**{key: value for key, value in values.items() if key in declared(part)})
+                      for name, part in _parts().items()})
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
-        values = parse_environ(cls, env, SettingsError)
+        values: dict[str, Any] = {}
+        for part in _parts().values():
+            values.update(parse_environ(part, env, SettingsError))
         if not (env.get(TARGET) or "").strip():
             values["target"] = DEFAULT_TARGETS[values["device"]]
         if device_of_target(values["target"]) != values["device"]:
@@ -228,7 +287,12 @@ class Settings:
         if chosen is not None and chosen not in values["deployed"]:
             raise SettingsError("invalid %s %r: must be one of the deployed names (%s: %s)"
                                 % (DEFAULT_MODEL, env.get(DEFAULT_MODEL), DEPLOYED, ", ".join(values["deployed"])))
-        return cls(**values)
+        return cls.of(**values)
+
+
+def _parts() -> dict[str, type]:
+    """Settings' parts by attribute name, in declaration order (each part's class is its field's factory)."""
+    return {part.name: part.default_factory for part in dataclasses.fields(Settings)}  # type: ignore[misc]
 
 
 # Variables read by the stack's two small functions, which do not ship this package.
@@ -241,5 +305,5 @@ OTHER_FUNCTIONS = (
 
 
 def fields() -> dict[str, Field]:
-    """Every runtime setting, by attribute name (docs/configuration.md is generated from it)."""
-    return declared(Settings)
+    """Every runtime setting of every part, by attribute name (docs/configuration.md is generated from it)."""
+    return {name: declared_field for part in _parts().values() for name, declared_field in declared(part).items()}

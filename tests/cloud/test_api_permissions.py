@@ -53,7 +53,7 @@ def _cold_start(template: dict[str, Any], tmp_path: Path) -> tuple[Any, S3AsDocu
     settings = Settings.from_environ({**env, "LAYA_CACHE_DIR": str(tmp_path / "cache")})
     with as_role(statements) as session:
         client = S3AsDocumented(session.client("s3"), statements)
-        return assemble_deployment(settings, open_store(settings.store, s3_client=client)), client
+        return assemble_deployment(settings.deployment, open_store(settings.deployment.store, s3_client=client)), client
 
 
 def _publish(aws: Any, template: dict[str, Any], artifact: Path) -> str:

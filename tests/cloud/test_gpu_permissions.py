@@ -125,8 +125,8 @@ def _start(template: dict[str, Any], tmp_path: Path, here: dict[str, Any],
     settings = Settings.from_environ({**environment, "LAYA_CACHE_DIR": str(tmp_path / "cache")})
     with as_role(statements, "sagemaker-execution-%s" % tmp_path.name) as session:
         client = S3AsDocumented(session.client("s3"), statements)
-        app = build_service(settings, open_store(settings.store, s3_client=client), placement=_gpu_placement(),
-                            jobs=local_jobs(settings))
+        store = open_store(settings.deployment.store, s3_client=client)
+        app = build_service(settings, store, placement=_gpu_placement(), jobs=local_jobs(settings))
         return TestClient(app), client, settings
 
 

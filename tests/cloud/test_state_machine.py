@@ -164,7 +164,7 @@ def engine(aws: Any, synth: Any, tiny_fp32: Path, tmp_path: Path,
         _deliver_to(monkeypatch, handler, engine_statements, deliveries, fault)
         # POST /v1/jobs as the API function runs it: its settings, its role's credentials
         api_settings = Settings.from_environ({**api_environ, "LAYA_JOBS_TIME_BUDGET": "2"})
-        api_store = open_store(api_settings.store, s3_client=api_session.client("s3"))
+        api_store = open_store(api_settings.deployment.store, s3_client=api_session.client("s3"))
         api_jobs = stepfunctions_jobs(api_settings, api_store, CheckedStates(states, api_statements))
         yield SimpleNamespace(handler=handler, states=states, machine_arn=machine_arn, admin=admin,
                               queue_url=queue_url, deliveries=deliveries, fault=fault, store=environ["LAYA_STORE"],

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from laya_serverless import Decider
-from laya_serverless.artifact.store import open_store
+from laya_serverless.artifact.store import ObjectStore, open_store
+from laya_serverless.jobs.job_service import Engine, JobService
 from laya_serverless.jobs.worker import Worker
 from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.deployment import Deployment
@@ -26,7 +27,7 @@ QUESTIONS = {
 }
 _WORDS = "i was charged twice billing tech refunds a b c d e f g low high yes no the statement".split()
 POISON_WORD = "h"
-SETTINGS = Settings(jobs_time_budget=0.05, jobs_token_rate=20_000)  # ~1,000 tokens a shard
+SETTINGS = Settings.of(jobs_time_budget=0.05, jobs_token_rate=20_000)  # ~1,000 tokens a shard
 
 
 def states(n: int, poison_at: tuple[int, ...] = ()) -> list[Any]:
@@ -62,7 +63,12 @@ def deployment(poison: bool = False, delay: float = 0.0) -> Deployment:
 
 def make_worker(store: str | Path, poison: bool = False, settings: Settings = SETTINGS, delay: float = 0.0) -> Worker:
     """A worker over a fake deployment; `functools.partial(make_worker, ...)` pickles into worker processes."""
-    return Worker(open_store(store), deployment(poison, delay), settings, Registry(), analyse)
+    return Worker(open_store(store), deployment(poison, delay), settings.protocol, settings.limits, Registry(), analyse)
+
+
+def job_service(store: ObjectStore, engine: Engine, settings: Settings = SETTINGS) -> JobService:
+    """A job service given the parts of `settings` it takes, as the edges build it."""
+    return JobService(store, engine, settings.jobs, settings.protocol, settings.limits)
 
 
 def run_engine(store: str, delay: str, processes: str = "") -> None:

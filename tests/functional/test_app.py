@@ -31,7 +31,7 @@ QUESTIONS = {
 
 def multilingual_settings(**values: Any) -> Settings:
     """Settings of a deployment whose default checkpoint is `multilingual` (the one these tests deploy)."""
-    return Settings(default_model="multilingual", **values)
+    return Settings.of(default_model="multilingual", **values)
 
 
 @pytest.fixture(scope="module")

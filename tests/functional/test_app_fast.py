@@ -35,7 +35,7 @@ def fake_decider(logits: list[float]) -> Decider:
 
 def client(settings: Settings | None = None, **deciders: Decider) -> TestClient:
     deployed = deciders or {"english": fake_decider([2.0, 0.0])}
-    return TestClient(create_app(deployed, settings or Settings(), registry=Registry()))
+    return TestClient(create_app(deployed, settings or Settings.of(), registry=Registry()))
 
 
 def test_a_decision_comes_from_the_deployed_decider_with_timing_headers() -> None:
@@ -56,7 +56,7 @@ def test_other_logits_give_the_other_choice() -> None:
 
 
 def test_strict_mode_keeps_only_the_contracts_keys() -> None:
-    strict = client(Settings(jev_strict=True))
+    strict = client(Settings.of(jev_strict=True))
     body = strict.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS, **ENGLISH}).json()
     assert list(body) == ["model", "answers", "usage"]
     assert list(body["answers"]["team"]) == ["type", "choice", "confidence", "probabilities"]
@@ -71,7 +71,7 @@ def test_batch_answers_each_state_in_order_and_sums_usage() -> None:
 
 
 def test_auth_refuses_decisions_and_reduces_health() -> None:
-    keyed = client(Settings(api_key="k3y"))
+    keyed = client(Settings.of(api_key="k3y"))
     assert keyed.post("/v1/systemone", json={}).json() == {"detail": "invalid or missing bearer token"}
     assert keyed.get("/health").json() == {"status": "ok"}
     assert keyed.get("/health", headers={"Authorization": "Bearer k3y"}).json()["loaded"] == ["english"]
@@ -82,7 +82,7 @@ def test_auth_refuses_decisions_and_reduces_health() -> None:
 
 
 def test_an_unavailable_deployment_answers_503_and_says_so_in_health() -> None:
-    app = TestClient(create_app({}, Settings(), unavailable="artifacts missing"))
+    app = TestClient(create_app({}, Settings.of(), unavailable="artifacts missing"))
     refused = app.post("/v1/systemone", json={"state": "x", "questions": {}})
     assert (refused.status_code, refused.json(), refused.headers["retry-after"]) == (
         503, {"detail": "artifacts missing"}, "1")
@@ -110,8 +110,8 @@ def test_inference_failures_map_to_one_status_each(error: Exception, status: int
 
 
 def test_the_serving_dependency_can_be_overridden() -> None:
-    app = create_app({"english": fake_decider([2.0, 0.0])}, Settings())
-    settings = Settings()
+    app = create_app({"english": fake_decider([2.0, 0.0])}, Settings.of())
+    settings = Settings.of()
     other = Serving(settings, Deployment({"english": fake_decider([0.0, 5.0])}, Registry(), "english"), Registry(),
                     detect=lambda _state: {})
     app.dependency_overrides[serving] = lambda: other
@@ -120,7 +120,7 @@ def test_the_serving_dependency_can_be_overridden() -> None:
 
 
 def test_admission_refuses_at_once_when_every_slot_is_taken() -> None:
-    serve = Serving(Settings(max_concurrent=1),
+    serve = Serving(Settings.of(max_concurrent=1),
                     Deployment({"english": fake_decider([1.0, 0.0])}, Registry(), "english"), Registry(),
                     detect=lambda _state: {})
 
@@ -142,7 +142,7 @@ def test_idle_unload_empties_the_deployment_and_a_request_reloads_it() -> None:
         reloads.append(1)
         return {"english": fake_decider([2.0, 0.0])}, {"english": "abc"}
 
-    settings = Settings(idle_unload_seconds=0.01)
+    settings = Settings.of(idle_unload_seconds=0.01)
     deployment = Deployment({"english": fake_decider([2.0, 0.0])}, Registry(), "english", {"english": "abc"}, reload)
     serve = Serving(settings, deployment, Registry(), detect=lambda _state: {})
     serve.last_activity -= 1.0
@@ -173,7 +173,7 @@ def _raw(app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]]) -
 
 def test_head_health_is_200_with_the_get_s_headers_and_no_body() -> None:
     """It was a 405."""
-    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
+    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings.of(), registry=Registry())
     status, headers, body = _raw(app, "HEAD", "/health", [(b"host", b"testserver")])
     got = _raw(app, "GET", "/health", [(b"host", b"testserver")])
     assert (status, body) == (200, b"") and headers[b"content-type"] == got[1][b"content-type"] == b"application/json"
@@ -181,7 +181,7 @@ def test_head_health_is_200_with_the_get_s_headers_and_no_body() -> None:
 
 def test_a_trailing_slash_is_a_404_never_a_redirect_to_the_host_a_caller_names() -> None:
     """The 307 used to send callers to whatever the Host header named, and drop the stage prefix on Lambda."""
-    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
+    app = create_app({"english": fake_decider([1.0, 0.0])}, Settings.of(), registry=Registry())
     for path in ("/health/", "/v1/systemone/"):
         status, headers, body = _raw(app, "GET", path, [(b"host", b"evil.example")])
         assert (status, b"location" in headers, body) == (404, False, b'{"detail":"Not Found"}')

@@ -32,7 +32,7 @@ def event_loop_for_mangum() -> Iterator[None]:
 
 
 def guarded(**settings: Any) -> GuardedHandler:
-    chosen = Settings(**settings)
+    chosen = Settings.of(**settings)
     app = create_app({"english": fake_decider([2.0, 0.0, 1.0])}, chosen, registry=Registry())
     return lambda_handler(app, chosen)
 

@@ -58,7 +58,7 @@ def event_loop_for_mangum() -> Iterator[None]:
     """Mangum drives the app on this thread's loop (created here, so it is closed, not garbage-collected)."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    HANDLERS["lambda"] = lambda_handler(_app(False), Settings(api_key="k3y"))
+    HANDLERS["lambda"] = lambda_handler(_app(False), Settings.of(api_key="k3y"))
     yield
     HANDLERS.clear()
     asyncio.set_event_loop(None)
@@ -66,7 +66,7 @@ def event_loop_for_mangum() -> Iterator[None]:
 
 
 def _app(strict: bool) -> Any:
-    chosen = Settings(jev_strict=strict, api_key="k3y")
+    chosen = Settings.of(jev_strict=strict, api_key="k3y")
     return create_app({"english": fake_decider([1.5, 0.5, 0.25, 2.0])}, chosen, registry=Registry())
 
 
@@ -160,15 +160,14 @@ class _IdleEngine:
 @pytest.fixture(scope="module")
 def jobs_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from laya_serverless.artifact.store import LocalStore
-    from laya_serverless.jobs.job_service import JobService
-    from tests.functional.jobs_support import SETTINGS, make_worker
+    from tests.functional.jobs_support import SETTINGS, job_service, make_worker
 
     root = tmp_path_factory.mktemp("hostile-jobs")
     store = LocalStore(root)
     store.create("jobs/input/good.jsonl", b'"a"\n{"b": 1}\n')
     store.create("jobs/damaged/job.json", b'{"id": "damaged"}')
-    chosen = Settings(api_key="k3y", jobs_max_states=50)
-    service = JobService(store, _IdleEngine(), chosen)
+    chosen = Settings.of(api_key="k3y", jobs_max_states=50)
+    service = job_service(store, _IdleEngine(), chosen)
     app = create_app({"english": fake_decider([1.5, 0.5, 0.25, 2.0])}, chosen, registry=Registry(), jobs=service)
     return {"client": TestClient(app, raise_server_exceptions=False), "service": service,
             "worker": make_worker(root, settings=SETTINGS)}

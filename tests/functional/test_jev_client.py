@@ -19,7 +19,7 @@ typesafe = pytest.importorskip("typesafe_sdk")
 
 def multilingual_settings(**values: Any) -> Settings:
     """Settings of a deployment whose default checkpoint is `multilingual` (the one these tests deploy)."""
-    return Settings(default_model="multilingual", **values)
+    return Settings.of(default_model="multilingual", **values)
 
 
 def _serve(app: Any) -> Iterator[str]:

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,13 +19,12 @@ from mangum import Mangum
 from laya_serverless.artifact.store import S3Store
 from laya_serverless.errors import Conflict, SettingsError, ShardFailed
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.job_service import JobService
 from laya_serverless.jobs.stepfunctions import StepFunctionsEngine
 from laya_serverless.lambda_edge.job_events import dispatch
 from laya_serverless.lambda_edge.jobs_handler import make_handler
 from laya_serverless.protocol.routing import Registry
-from laya_serverless.settings import Settings
-from tests.functional.jobs_support import SETTINGS, decider, make_worker, states
+from laya_serverless.settings import HttpSettings
+from tests.functional.jobs_support import SETTINGS, decider, job_service, make_worker, states
 
 EVENTS = Path(__file__).resolve().parent.parent / "events"
 BUCKET, PREFIX, JOB = "laya-jobs-test", "laya-artifacts", "tickets-2026-12"
@@ -57,7 +57,7 @@ def aws(moto_aws: Any) -> Iterator[SimpleNamespace]:
     store = S3Store(BUCKET, PREFIX, s3)
     worker = make_worker(".unused")
     worker.store = store
-    service = JobService(store, StepFunctionsEngine(sfn, arn, store), SETTINGS)
+    service = job_service(store, StepFunctionsEngine(sfn, arn, store))
     yield SimpleNamespace(s3=s3, sfn=sfn, arn=arn, store=store, worker=worker, service=service)
 
 
@@ -189,8 +189,7 @@ def test_a_give_up_with_a_malformed_error_still_gives_the_batch_up(aws: SimpleNa
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a loop boto3/moto leave unclosed
 def test_post_v1_jobs_through_the_mangum_handler_starts_an_execution(aws: SimpleNamespace) -> None:
     upload_input(aws, states(40))
-    settings = Settings(api_key="local-test-key", api_base_path="/laya",
-                        jobs_time_budget=SETTINGS.jobs_time_budget, jobs_token_rate=SETTINGS.jobs_token_rate)
+    settings = replace(SETTINGS, http=HttpSettings(api_key="local-test-key", api_base_path="/laya"))
     app = create_app({"english": decider()}, settings, registry=Registry(), jobs=aws.service, inline_inference=True)
     handler = Mangum(app, lifespan="off", api_gateway_base_path="/laya")
     loop = asyncio.new_event_loop()  # Mangum runs on the thread's loop; this test owns it and closes it

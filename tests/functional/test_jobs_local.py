@@ -27,7 +27,7 @@ from laya_serverless.jobs.store_keys import result_key
 from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
-from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states
+from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, job_service, make_worker, states
 
 N_STATES = 150
 
@@ -45,7 +45,8 @@ class DeadEngine:
 def service(root: Path, poison: bool = False, settings: Settings = SETTINGS, **engine: Any) -> JobService:
     store = LocalStore(root)
     options = {"processes": False, "backoff": 0.0, **engine}
-    return JobService(store, LocalEngine(store, partial(make_worker, root, poison, settings), **options), settings)
+    engine = LocalEngine(store, partial(make_worker, root, poison, settings), **options)
+    return job_service(store, engine, settings)
 
 
 def app(jobs: JobService | None, poison: bool = False, settings: Settings = SETTINGS) -> TestClient:
@@ -115,7 +116,7 @@ def test_the_merged_output_is_the_results_route(finished: Any) -> None:
 
 def test_a_kill_between_shards_resumes_with_each_index_once(tmp_path: Path, finished: Any) -> None:
     """The first engine answered two shards, wrote a third without counting it, and died; a new one finishes."""
-    first = JobService(LocalStore(tmp_path), DeadEngine(), SETTINGS)  # the server dies right after the 202
+    first = job_service(LocalStore(tmp_path), DeadEngine())  # the server dies right after the 202
     accepted = first.submit({"states": states(N_STATES), "questions": QUESTIONS, "lang": "en"}, Registry(),
                             ["english"])
     worker = make_worker(tmp_path)
@@ -194,7 +195,7 @@ def test_worker_processes_answer_like_threads(tmp_path: Path, finished: Any) -> 
 def test_a_server_killed_mid_job_finishes_it_on_restart(tmp_path: Path, finished: Any) -> None:
     """A real kill: an engine in its own process takes the job, is SIGKILLed after a few shards; a new one resumes."""
     store = LocalStore(tmp_path)
-    accepted = JobService(store, DeadEngine(), SETTINGS).submit(
+    accepted = job_service(store, DeadEngine()).submit(
         {"states": states(N_STATES), "questions": QUESTIONS, "lang": "en"}, Registry(), ["english"])
     environ = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     server = subprocess.Popen([sys.executable, "-c", "import sys; from tests.functional.jobs_support import "
@@ -247,7 +248,7 @@ def _alive(pid: int) -> bool:
 def test_worker_processes_end_with_their_server(tmp_path: Path, how: signal.Signals) -> None:
     """A server's job worker processes never outlive it (they stayed, reparented, holding a model's memory)."""
     store = LocalStore(tmp_path)
-    accepted = JobService(store, DeadEngine(), SETTINGS).submit(
+    accepted = job_service(store, DeadEngine()).submit(
         {"states": states(N_STATES), "questions": QUESTIONS, "lang": "en"}, Registry(), ["english"])
     environ = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     server = subprocess.Popen([sys.executable, "-c", "import sys; from tests.functional.jobs_support import "

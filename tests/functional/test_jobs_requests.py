@@ -13,12 +13,11 @@ from fastapi.testclient import TestClient
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.errors import Conflict
 from laya_serverless.http.app import create_app
-from laya_serverless.jobs.job_service import JobService
 from laya_serverless.jobs.store_keys import key_in
 from laya_serverless.local_edge.jobs_engine import LocalEngine
 from laya_serverless.protocol.routing import Registry
 from laya_serverless.settings import Settings
-from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, make_worker, states
+from tests.functional.jobs_support import QUESTIONS, SETTINGS, decider, job_service, make_worker, states
 
 GOOD = b'"i was charged twice"\n{"ticket": "billing"}\n'
 
@@ -48,8 +47,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def client(root: Path) -> TestClient:
-    settings = Settings(jobs_max_states=12, api_key="k3y")
-    jobs = JobService(LocalStore(root), Idle(), settings)
+    settings = Settings.of(jobs_max_states=12, api_key="k3y")
+    jobs = job_service(LocalStore(root), Idle(), settings)
     return TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
                       headers={"Authorization": "Bearer k3y"})
 
@@ -100,8 +99,8 @@ def test_bad_job_requests_are_refused_with_a_detail(client: TestClient, request_
 def test_nan_and_infinities_in_a_job_are_accepted_as_the_decision_routes_accept_them(root: Path) -> None:
     """A state holding NaN, Infinity or 1e400 answers 200 on /v1/systemone (as upstream's server); a job with the
     same states is accepted and stored (it was a 500 text/plain, with orphan shards left in the store)."""
-    settings = Settings(api_key="k3y")
-    jobs = JobService(LocalStore(root), Idle(), settings)
+    settings = Settings.of(api_key="k3y")
+    jobs = job_service(LocalStore(root), Idle(), settings)
     app = TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
                      headers={"Authorization": "Bearer k3y", "Content-Type": "application/json"})
     states = b'[{"reading": NaN}, {"reading": Infinity}, {"reading": -Infinity}, {"reading": 1e400}]'
@@ -144,7 +143,7 @@ def test_a_local_input_may_be_named_by_key_or_by_its_path_in_the_store(root: Pat
 
 
 def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
-    budget = Settings(batch_time_budget=1.0, batch_token_rate=100)
+    budget = Settings.of(batch_time_budget=1.0, batch_token_rate=100)
     answer = {"states": states(10), "questions": QUESTIONS, "lang": "en"}
     refused = TestClient(create_app({"english": decider()}, budget)).post("/v1/systemone/batch", json=answer)
     assert refused.status_code == 413
@@ -153,19 +152,19 @@ def test_the_sync_budget_refuses_a_long_batch_toward_jobs() -> None:
     small = TestClient(create_app({"english": decider()}, budget)).post(
         "/v1/systemone/batch", json=dict(answer, states=["a"]))
     assert small.status_code == 200
-    default = TestClient(create_app({"english": decider()}, Settings(batch_token_rate=100)))
+    default = TestClient(create_app({"english": decider()}, Settings.of(batch_token_rate=100)))
     assert default.post("/v1/systemone/batch", json=answer).status_code == 200  # off unless the deployment sets it
 
 
 def test_without_a_job_engine_there_are_no_job_routes() -> None:
-    plain = TestClient(create_app({"english": decider()}, Settings()))
+    plain = TestClient(create_app({"english": decider()}, Settings.of()))
     assert plain.post("/v1/jobs", json=body(states=["a"])).status_code == 404
 
 
 def test_a_job_with_more_states_than_the_batch_cap_runs(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
-    jobs = JobService(store, engine, SETTINGS)
+    jobs = job_service(store, engine)
     with TestClient(create_app({"english": decider()}, SETTINGS, jobs=jobs)) as client:
         accepted = client.post("/v1/jobs", json={"states": states(200), "questions": QUESTIONS, "lang": "en"})
         assert accepted.status_code == 202 and accepted.json()["states"] == 200
@@ -175,8 +174,8 @@ def test_a_job_with_more_states_than_the_batch_cap_runs(tmp_path: Path) -> None:
 def _fresh(tmp_path: Path) -> tuple[LocalStore, TestClient]:
     store = LocalStore(tmp_path / "store")
     store.create("jobs/input/good.jsonl", GOOD)
-    settings = Settings(api_key="k3y")
-    jobs = JobService(store, Idle(), settings)
+    settings = Settings.of(api_key="k3y")
+    jobs = job_service(store, Idle(), settings)
     return store, TestClient(create_app({"english": decider()}, settings, registry=Registry(), jobs=jobs),
                              headers={"Authorization": "Bearer k3y"})
 
@@ -212,7 +211,7 @@ def test_a_job_whose_output_cannot_be_written_ends_failed_saying_why(tmp_path: P
     ends `failed` with the reason, instead of staying `running` and being retried at every restart."""
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
-    jobs = JobService(store, engine, SETTINGS)
+    jobs = job_service(store, engine)
     with TestClient(create_app({"english": decider()}, SETTINGS, jobs=jobs)) as client:
         store.create("jobs/input/two.jsonl", GOOD)
         accepted = client.post("/v1/jobs", json={"input": "jobs/input/two.jsonl", "questions": QUESTIONS,
@@ -231,9 +230,9 @@ def test_a_slow_job_body_never_holds_the_only_admission_slot(tmp_path: Path) -> 
 
     import httpx
 
-    settings = Settings(max_concurrent=1, body_read_timeout=0.5)
+    settings = Settings.of(max_concurrent=1, body_read_timeout=0.5)
     app = create_app({"english": decider()}, settings, registry=Registry(),
-                     jobs=JobService(LocalStore(tmp_path), Idle(), settings))
+                     jobs=job_service(LocalStore(tmp_path), Idle(), settings))
 
     async def slow_body() -> Any:
         yield b'{"states": ["x"], '
@@ -258,11 +257,11 @@ def test_a_strict_deployment_s_job_lines_are_its_batch_results(tmp_path: Path, c
     result is shaped as /batch shapes it, with the deployment's confidence (the worker used to drop both)."""
     import json
 
-    settings = Settings(jobs_time_budget=0.05, jobs_token_rate=20_000, jev_strict=True, jev_confidence=confidence)
+    settings = Settings.of(jobs_time_budget=0.05, jobs_token_rate=20_000, jev_strict=True, jev_confidence=confidence)
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path, settings=settings), processes=False)
     questions = {"churn": {"type": "noul"}, "team": QUESTIONS["team"]}   # strict: no instructions needed
-    with TestClient(create_app({"english": decider()}, settings, jobs=JobService(store, engine, settings))) as client:
+    with TestClient(create_app({"english": decider()}, settings, jobs=job_service(store, engine, settings))) as client:
         batch = client.post("/v1/systemone/batch", json={"states": states(6), "questions": questions, "lang": "en"})
         assert batch.status_code == 200, batch.text
         accepted = client.post("/v1/jobs", json={"states": states(6), "questions": questions, "lang": "en"})
@@ -282,7 +281,7 @@ def test_damaged_jobs_are_reported_for_that_job_and_never_stop_the_server(tmp_pa
 
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
-    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=JobService(store, engine, SETTINGS))) as client:
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=job_service(store, engine))) as client:
         done = client.post("/v1/jobs", json={"states": states(30), "questions": QUESTIONS, "lang": "en"}).json()
         assert engine.wait(done["id"], timeout=60)["status"] == "succeeded"
     assert done["shards"] >= 2
@@ -295,7 +294,7 @@ def test_damaged_jobs_are_reported_for_that_job_and_never_stop_the_server(tmp_pa
     store.create(spec_key("badspec"), b'{"bounds": "nope"}')
 
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
-    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=JobService(store, engine, SETTINGS))) as client:
+    with TestClient(create_app({"english": decider()}, SETTINGS, jobs=job_service(store, engine))) as client:
         for name in ("empty", "garbage", "partial"):
             status = client.get("/v1/jobs/%s" % name)
             assert status.status_code == 200 and status.json()["status"] == "failed", status.text
@@ -355,9 +354,9 @@ def test_an_input_over_the_limit_is_refused_from_its_size_before_a_byte_is_read(
     object (a multi-GB input used to be read whole first, and run a Lambda function out of memory)."""
     store = _ReadsCounted(tmp_path / "store")
     store.create("jobs/input/huge.jsonl", b'"x"\n' * 1000)
-    settings = Settings(api_key="k3y", jobs_max_input_bytes=1000)
+    settings = Settings.of(api_key="k3y", jobs_max_input_bytes=1000)
     client = TestClient(create_app({"english": decider()}, settings, registry=Registry(),
-                                   jobs=JobService(store, Idle(), settings)), headers={"Authorization": "Bearer k3y"})
+                                   jobs=job_service(store, Idle(), settings)), headers={"Authorization": "Bearer k3y"})
     refused = client.post("/v1/jobs", json=body(input="jobs/input/huge.jsonl"))
     assert (refused.status_code, refused.json()) == (413, {"detail": "input too large (4000 > 1000 bytes)"})
     assert "jobs/input/huge.jsonl" not in store.reads
@@ -388,7 +387,7 @@ def test_a_job_id_names_one_body_and_another_body_under_it_is_a_409(tmp_path: Pa
     with the first job's results; now the states' digest is in the job's spec, and another body is a 409 that writes
     nothing. The same body again is the same job (Lambda's retry)."""
     store, engine = LocalStore(tmp_path), _Counted()
-    jobs = JobService(store, engine, Settings())
+    jobs = job_service(store, engine, Settings())
     registry, deployed = Registry(), ["english"]
     first = jobs.submit(body(states=["i was charged twice"], lang="en"), registry, deployed, job_id="tickets-1")
     stored = sorted(store.list("jobs/"))
@@ -409,7 +408,7 @@ def test_concurrent_submissions_of_one_id_with_other_states_accept_exactly_one(t
     from threading import Barrier
 
     store, engine = LocalStore(tmp_path), _Counted()
-    jobs = JobService(store, engine, Settings())
+    jobs = job_service(store, engine, Settings())
     barrier = Barrier(8)
 
     def submit(n: int) -> str:
@@ -440,13 +439,14 @@ def test_a_budget_past_the_encoder_s_positions_is_refused_in_each_shard_and_neve
     from tests.unit.fakes import RowSession, config, word_encoder
 
     store = LocalStore(tmp_path)
-    accepted = JobService(store, Idle(), SETTINGS).submit(body(states=states(40), lang="en", max_len=513),
+    accepted = job_service(store, Idle()).submit(body(states=states(40), lang="en", max_len=513),
                                                           Registry(), ["english"])
     bounded = Decider(RowSession(), word_encoder(), config(max_positions=512))
-    worker = Worker(store, Deployment({"english": bounded}, Registry(), "english"), SETTINGS, Registry(), analyse)
+    worker = Worker(store, Deployment({"english": bounded}, Registry(), "english"), SETTINGS.protocol,
+                    SETTINGS.limits, Registry(), analyse)
     assert [worker.answer_shard(accepted["id"], n) for n in range(accepted["shards"])] == [REFUSED] * accepted["shards"]
     finish(store, accepted["id"])
-    lines = [json.loads(line) for line in b"".join(JobService(store, Idle(), SETTINGS).results(accepted["id"]))
+    lines = [json.loads(line) for line in b"".join(job_service(store, Idle()).results(accepted["id"]))
              .splitlines()]
     assert [line["index"] for line in lines] == list(range(40))
     assert {line["error"]["detail"] for line in lines} == {

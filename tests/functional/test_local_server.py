@@ -11,7 +11,7 @@ import pytest
 from laya_serverless.http.app import create_app
 from laya_serverless.local_edge.server import MAX_HEADER_BYTES, uvicorn_config
 from laya_serverless.protocol.routing import Registry
-from laya_serverless.settings import Settings
+from laya_serverless.settings import LocalServerSettings, Settings
 from tests.functional.test_app_fast import fake_decider
 from tests.functional.threaded_server import free_port, start_server
 
@@ -20,10 +20,10 @@ HEADER_TIMEOUT, KEEP_ALIVE = 0.5, 1.0
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[tuple[str, int]]:
-    settings = Settings(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
+    settings = Settings.of(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE)
     app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
     port = free_port()
-    server, thread = start_server(uvicorn_config(app, settings, "127.0.0.1", port))
+    server, thread = start_server(uvicorn_config(app, settings.local_server, "127.0.0.1", port))
     yield "127.0.0.1", port
     server.should_exit = True
     thread.join(timeout=5)
@@ -80,10 +80,10 @@ def test_headers_that_never_end_are_refused_past_the_size_bound(address: tuple[s
 def test_a_connection_answered_before_its_body_is_closed_once_it_stalls(request_head: bytes) -> None:
     """A request refused before its body is read, whose client then trickles the body: the connection is closed at
     the header deadline (it used to stay open forever: uvicorn stops its keep-alive timer at the next byte)."""
-    settings = Settings(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE, api_key="k3y")
+    settings = Settings.of(header_timeout=HEADER_TIMEOUT, keep_alive_timeout=KEEP_ALIVE, api_key="k3y")
     app = create_app({"english": fake_decider([1.0, 0.0])}, settings, registry=Registry())
     port = free_port()
-    server, thread = start_server(uvicorn_config(app, settings, "127.0.0.1", port))
+    server, thread = start_server(uvicorn_config(app, settings.local_server, "127.0.0.1", port))
     try:
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(request_head)
@@ -122,7 +122,7 @@ def test_proxy_headers_do_not_pick_the_client_address() -> None:
         await send({"type": "http.response.body", "body": payload})
 
     port = free_port()
-    server, thread = start_server(uvicorn_config(echo, Settings(), "127.0.0.1", port))
+    server, thread = start_server(uvicorn_config(echo, LocalServerSettings(), "127.0.0.1", port))
     try:
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 203.0.113.9\r\nX-Forwarded-Proto: https\r\n"

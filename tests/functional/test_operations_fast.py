@@ -22,7 +22,7 @@ LOGITS = [float((i * 7) % 11) / 4 for i in range(300)]
 
 
 def app(**settings: Any) -> Any:
-    chosen = Settings(**settings)
+    chosen = Settings.of(**settings)
     return create_app({"english": fake_decider(LOGITS)}, chosen, registry=Registry())
 
 
@@ -50,7 +50,7 @@ def test_an_unusable_request_id_is_replaced(unusable: str) -> None:
 
 
 def test_log_lines_of_a_request_carry_its_id(caplog: pytest.LogCaptureFixture) -> None:
-    broken = create_app({"english": fake_decider([1.0, 0.0])}, Settings(), registry=Registry())
+    broken = create_app({"english": fake_decider([1.0, 0.0])}, Settings.of(), registry=Registry())
     deployment = broken.state.serving.deployment
     deployment.deciders["english"].session.run = lambda feeds: (_ for _ in ()).throw(RuntimeError("boom"))
     with caplog.at_level(logging.ERROR, logger="laya_serverless"):
@@ -71,7 +71,7 @@ def test_models_lists_the_deployed_checkpoints_and_needs_the_key() -> None:
 
 
 def test_models_of_an_unavailable_deployment_is_503() -> None:
-    response = TestClient(create_app({}, Settings(), unavailable="not here")).get("/v1/models")
+    response = TestClient(create_app({}, Settings.of(), unavailable="not here")).get("/v1/models")
     assert (response.status_code, response.json()) == (503, {"detail": "not here"})
 
 

@@ -39,7 +39,7 @@ def instrumented() -> Iterator[Any]:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     instrumentation = Instrumentation({})
-    settings = Settings(api_key=KEY)
+    settings = Settings.of(api_key=KEY)
     decider = fake_decider([2.0, 0.0, 1.0])
     decider.session = _Session()
     app = create_app({"english": decider}, settings, registry=Registry())

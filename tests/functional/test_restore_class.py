@@ -63,7 +63,7 @@ def _int8_gated_on_vnni(fp32: Path, out: Path) -> Path:
 def _served(tmp_path: Path, store: Path, cpu: dict[str, Any]) -> tuple[Serving, Settings, TestClient]:
     settings = Settings.from_environ({"LAYA_STORE": str(store), "LAYA_DEPLOYED": "multilingual=tiny-modernbert",
                                       "LAYA_CACHE_DIR": str(tmp_path / "cache"), "LAYA_TARGET": "cpu-int8"})
-    assembled = assemble_deployment(settings, cpu=lambda: cpu)
+    assembled = assemble_deployment(settings.deployment, cpu=lambda: cpu)
     serve = Serving(settings, assembled.deployment, assembled.registry, analyse, assembled.unavailable, True)
     return serve, settings, TestClient(build_app(serve))
 
@@ -119,24 +119,24 @@ def test_restored_where_nothing_may_serve_the_instance_refuses(tiny_fp32: Path, 
 
 def test_a_restore_that_cannot_choose_again_withdraws_the_deployment(tmp_path: Path, metrics: _Metrics) -> None:
     """The store no longer holds what INIT served (or cannot be read): never keep the unchecked int8 serving."""
-    settings = Settings(store=str(tmp_path / "empty"), deployed={"english": "demo"})
+    settings = Settings.of(store=str(tmp_path / "empty"), deployed={"english": "demo"})
     deployment = Deployment({"english": fake_decider([1.0, 0.0])}, Registry(), "english",
                             served_on=ServedOn("avx512-vnni", {"english": ("demo", "a" * 64, "cpu-int8")}))
     serve = Serving(settings, deployment, Registry(), analyse, None, True)
-    snapstart.recheck(serve, settings, cpu=lambda: AVX2)
+    snapstart.recheck(serve, settings.deployment, cpu=lambda: AVX2)
     assert serve.deployment is None and serve.unavailable == snapstart.RESTORED_ELSEWHERE
 
 
 def test_a_restore_on_the_same_class_changes_nothing(tmp_path: Path, metrics: _Metrics) -> None:
-    settings = Settings(store=str(tmp_path / "empty"))
+    settings = Settings.of(store=str(tmp_path / "empty"))
     deployment = Deployment({"english": fake_decider([1.0, 0.0])}, Registry(), "english",
                             served_on=ServedOn("avx2", {"english": ("demo", "a" * 64, "cpu-int8")}))
     serve = Serving(settings, deployment, Registry(), analyse, None, True)
-    snapstart.recheck(serve, settings, cpu=lambda: AVX2)
+    snapstart.recheck(serve, settings.deployment, cpu=lambda: AVX2)
     assert serve.deployment is deployment and deployment.served_on is not None
     assert deployment.served_on.class_switches == [] and metrics.recorded == []
 
 
 def test_a_deployment_assembled_by_hand_reports_this_cpus_class_only() -> None:
-    health = TestClient(create_app({"english": fake_decider([1.0, 0.0])}, Settings())).get("/health").json()
+    health = TestClient(create_app({"english": fake_decider([1.0, 0.0])}, Settings.of())).get("/health").json()
     assert "int8_kernels" in health and "class_switches" not in health and "cpu_share" not in health

@@ -29,7 +29,7 @@ ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
 def app(settings: Settings | None = None, **deciders: Decider) -> TestClient:
     deployed = deciders or {"english": fake_decider([2.0, 0.0])}
-    return TestClient(create_app(deployed, settings or Settings(), registry=Registry()))
+    return TestClient(create_app(deployed, settings or Settings.of(), registry=Registry()))
 
 
 def test_ping_is_200_once_loaded() -> None:
@@ -88,7 +88,7 @@ def test_bad_custom_attributes_are_400s(attributes: str, detail: str) -> None:
 @pytest.mark.parametrize("attributes", ["laya-route=jobs", "batch", ";=;"])
 def test_without_the_key_bad_custom_attributes_are_401s(attributes: str) -> None:
     """Auth comes first: a stranger learns nothing from how the attribute header is refused (was a 400)."""
-    client = app(Settings(api_key="k3y"))
+    client = app(Settings.of(api_key="k3y"))
     response = client.post("/invocations", json=BODY, headers={ATTRIBUTES: attributes})
     assert (response.status_code, response.json()) == (401, {"detail": "invalid or missing bearer token"})
     keyed = client.post("/invocations", json=BODY, headers={ATTRIBUTES: attributes, "Authorization": "Bearer k3y"})
@@ -96,7 +96,7 @@ def test_without_the_key_bad_custom_attributes_are_401s(attributes: str) -> None
 
 
 def test_ping_says_why_an_unavailable_deployment_is_not_ready() -> None:
-    client = TestClient(create_app({}, Settings(), unavailable="artifacts missing"))
+    client = TestClient(create_app({}, Settings.of(), unavailable="artifacts missing"))
     response = client.get("/ping")
     assert (response.status_code, response.json(), response.headers["retry-after"]) == (
         503, {"detail": "artifacts missing"}, "1")
@@ -132,7 +132,7 @@ def _health(client: TestClient) -> dict[str, Any]:
 def test_health_reports_where_work_runs_and_counts_cpu_retries() -> None:
     gpu = FakeSession([CUDA_PROVIDER], errors=[oom()])
     decider, _ = gpu_decider(gpu, FakeSession(["CPUExecutionProvider"]))
-    client = app(Settings(device="cuda", target="cuda-fp16"), english=decider,
+    client = app(Settings.of(device="cuda", target="cuda-fp16"), english=decider,
                  spare=Decider(FakeSession(["CPUExecutionProvider"]), word_encoder(), config()))
     before = _health(client)
     assert (before["device"], before["device_is_preference"]) == ("cuda", False)
@@ -147,7 +147,7 @@ def test_health_reports_where_work_runs_and_counts_cpu_retries() -> None:
 
 def test_without_a_gated_cpu_retry_a_gpu_out_of_memory_request_is_a_503() -> None:
     decider, _ = gpu_decider(FakeSession([CUDA_PROVIDER], errors=[oom()]), None)
-    client = app(Settings(device="cuda", target="cuda-fp16"), english=decider)
+    client = app(Settings.of(device="cuda", target="cuda-fp16"), english=decider)
     response = client.post("/v1/systemone", json=BODY)
     assert (response.status_code, response.json(), response.headers["retry-after"]) == (
         503, {"detail": "the GPU is out of memory; try again later"}, "1")

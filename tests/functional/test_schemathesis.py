@@ -38,9 +38,9 @@ OPERATIONS = ["POST /v1/jobs", "GET /v1/jobs/{job_id}", "GET /v1/jobs/{job_id}/r
 def schema(tmp_path_factory: pytest.TempPathFactory) -> Any:
     store = LocalStore(tmp_path_factory.mktemp("schemathesis-jobs"))
     store.create("jobs/input/good.jsonl", b'"a"\n{"b": 1}\n')
-    chosen = Settings(api_key="k3y", jobs_max_states=50)
+    chosen = Settings.of(api_key="k3y", jobs_max_states=50)
     app = create_app({"english": fake_decider([1.5, 0.5, 0.25, 2.0])}, chosen, registry=Registry(),
-                     jobs=JobService(store, _IdleEngine(), chosen))
+                     jobs=JobService(store, _IdleEngine(), chosen.jobs, chosen.protocol, chosen.limits))
     # With a key set the app hides /openapi.json (as upstream does), so the document is read from the app
     # object; the calls go to the app in process, as schemathesis.openapi.from_asgi attaches it.
     loaded = schemathesis.openapi.from_dict(app.openapi())

@@ -198,7 +198,7 @@ def test_the_deployment_refuses_an_unsigned_artifact_and_counts_it(local_key: tu
     counted = Recorder()
     observe.install(counted)
     try:
-        assembled = assemble_deployment(settings)
+        assembled = assemble_deployment(settings.deployment)
     finally:
         observe.install(None)
     assert assembled.deployment is None and assembled.unavailable
@@ -223,7 +223,7 @@ def test_a_pinned_artifact_is_served_whatever_the_pointer_says(store: ObjectStor
     first = publish(fake_artifact(tmp_path / "a", "one"), store)
     second = publish(fake_artifact(tmp_path / "b", "two"), store)
     assert trusted_artifact(store, CHECKPOINT, TARGET)[0] == second
-    pins = Settings.from_environ({ARTIFACT_PINS: "%s/%s=%s" % (CHECKPOINT, TARGET, first)}).artifact_pins
+    pins = Settings.from_environ({ARTIFACT_PINS: "%s/%s=%s" % (CHECKPOINT, TARGET, first)}).deployment.artifact_pins
     assert trusted_artifact(store, CHECKPOINT, TARGET, (), pins)[0] == first
 
 
@@ -235,7 +235,7 @@ def test_a_malformed_pin_is_refused_naming_the_variable(text: str) -> None:
 
 def test_hub_checkpoint_pins_keep_their_owner() -> None:
     pins = Settings.from_environ({ARTIFACT_PINS: "owner/name/cpu-int8=%s, demo/cpu-fp32=%s" % ("a" * 64, "b" * 64)})
-    assert pins.artifact_pins == {"owner/name/cpu-int8": "a" * 64, "demo/cpu-fp32": "b" * 64}
+    assert pins.deployment.artifact_pins == {"owner/name/cpu-int8": "a" * 64, "demo/cpu-fp32": "b" * 64}
 
 
 # ---------------------------------------------------------------------------------- rollback
@@ -387,6 +387,6 @@ def test_a_signed_pinned_artifact_loads_and_answers(tiny_fp32: Path, local_key: 
         "LAYA_STORE": str(store.root), "LAYA_DEPLOYED": "english=tiny-modernbert", "LAYA_TARGET": TARGET,
         "LAYA_CACHE_DIR": str(tmp_path / "cache"), ARTIFACT_KEYS: str(local_key[1]),
         ARTIFACT_PINS: "tiny-modernbert/%s=%s" % (TARGET, artifact_id)})
-    assembled = assemble_deployment(settings)
+    assembled = assemble_deployment(settings.deployment)
     assert assembled.unavailable is None and assembled.deployment is not None
     assert artifact_id[:12] in assembled.loaded.catalog["english"]["description"]

@@ -23,7 +23,7 @@ class _Secrets:
 
 
 def _app(**settings: Any) -> Any:
-    chosen = Settings(**settings)
+    chosen = Settings.of(**settings)
     deciders = {"english": fake_decider([1.0, 0.0]), "multilingual": fake_decider([0.0, 1.0])}
     return create_app(deciders, chosen, registry=Registry()), chosen
 
@@ -36,7 +36,7 @@ def test_before_the_snapshot_every_decider_answers_once() -> None:
 
 
 def test_a_deployment_that_could_not_load_warms_nothing() -> None:
-    app = create_app({}, Settings(), unavailable="no artifacts")
+    app = create_app({}, Settings.of(), unavailable="no artifacts")
     assert snapstart.warm(app.state.serving) == 0
 
 

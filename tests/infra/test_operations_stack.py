@@ -131,7 +131,7 @@ def test_the_runtime_counts_a_not_ready_answer(monkeypatch):
 
     observe.install(Recorder())
     try:
-        app = create_app({}, Settings(), unavailable="the model artifacts are not available")
+        app = create_app({}, Settings.of(), unavailable="the model artifacts are not available")
         response = TestClient(app).post("/v1/systemone", json={"state": "x", "questions": {}})
     finally:
         observe.install(None)

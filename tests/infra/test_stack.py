@@ -165,7 +165,7 @@ def test_environment_uses_the_runtime_settings_names(synth):
     # What the stack sets is what the runtime reads: Settings accepts it.
     plain = {k: v for k, v in variables.items() if isinstance(v, str)}
     parsed = env.Settings.from_environ(plain)
-    assert parsed.deployed == {"english": "demo", "legal": "legal-v2"} and parsed.jev_strict
+    assert parsed.deployment.deployed == {"english": "demo", "legal": "legal-v2"} and parsed.protocol.jev_strict
 
 
 # ---------------------------------------------------------------------------------- IAM

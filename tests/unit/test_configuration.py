@@ -62,18 +62,19 @@ def test_a_refused_key_is_never_echoed() -> None:
 def test_tolerated_values_mean_the_default_as_upstream_reads_them() -> None:
     parsed = Settings.from_environ({"LAYA_MAX_TOKEN_BUDGET": "lots", "LAYA_MAX_CONCURRENT": "-3",
                                     "LAYA_TOURNAMENT_GROUP": "1"})
-    assert (parsed.max_token_budget, parsed.max_concurrent, parsed.tournament_group) == (8192, 16, 0)
+    assert (parsed.limits.max_token_budget, parsed.limits.max_concurrent, parsed.protocol.tournament_group) == (
+        8192, 16, 0)
 
 
 def test_each_documented_boolean_spelling_reads_back() -> None:
     for word, value in (("1", True), ("TRUE", True), ("yes", True), ("On", True), ("0", False), ("off", False)):
-        assert Settings.from_environ({"LAYA_JEV_STRICT": word}).jev_strict is value
+        assert Settings.from_environ({"LAYA_JEV_STRICT": word}).protocol.jev_strict is value
 
 
 def test_defaults_are_declared_once_and_match_an_empty_environment() -> None:
-    assert Settings() == Settings.from_environ({})
-    assert Settings.from_environ({"LAYA_THREADS": "0"}).threads is None
-    assert Settings.from_environ({"LAYA_THREADS": "2"}).threads == 2
+    assert Settings() == Settings.of() == Settings.from_environ({})
+    assert Settings.from_environ({"LAYA_THREADS": "0"}).deployment.threads is None
+    assert Settings.from_environ({"LAYA_THREADS": "2"}).deployment.threads == 2
 
 
 def test_the_stack_wires_what_the_runtime_reads_back() -> None:
@@ -82,7 +83,7 @@ def test_the_stack_wires_what_the_runtime_reads_back() -> None:
     fields = runtime.fields()
     wired = env_value([(fields["jev_strict"], True), (fields["jev_confidence"], "jev"), (fields["threads"], None)])
     assert wired == {"LAYA_JEV_STRICT": "1", "LAYA_JEV_CONFIDENCE": "jev"}
-    assert Settings.from_environ(wired).jev_strict is True
+    assert Settings.from_environ(wired).protocol.jev_strict is True
 
 
 def test_parsers_refuse_with_the_rule() -> None:
@@ -93,3 +94,19 @@ def test_parsers_refuse_with_the_rule() -> None:
     with pytest.raises(Invalid):
         Secret()("")
     assert Field("LAYA_X", Integer(1, 3), 2, "doc", tolerant=True).read("9") == 2
+
+
+def test_flat_names_go_to_the_part_that_reads_them() -> None:
+    chosen = Settings.of(store="s3://bucket/laya", jobs_workers=0, api_key="k3y", max_concurrent=2, port=9000)
+    assert (chosen.deployment.store, chosen.jobs.jobs_workers, chosen.http.api_key, chosen.limits.max_concurrent,
+            chosen.local_server.port) == ("s3://bucket/laya", 0, "k3y", 2, 9000)
+    assert chosen.protocol == Settings().protocol  # a part nothing was named for keeps its defaults
+    with pytest.raises(TypeError, match="no such setting: jobs_worker, stor"):
+        Settings.of(jobs_worker=2, stor="x")
+
+
+def test_every_field_is_declared_on_exactly_one_part() -> None:
+    from laya_serverless.configuration import declared
+
+    names = [name for part in vars(Settings()).values() for name in declared(type(part))]
+    assert len(names) == len(set(names)) == len(runtime.fields())  # `of` routes each name to one part

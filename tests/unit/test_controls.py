@@ -98,7 +98,7 @@ def test_a_budget_past_the_encoder_s_positions_is_one_refusal_for_library_and_ht
     assert library == _library(lambda: check_position_limit(name, 513, 512)) == (
         "%s exceeds the model's position limit (513 > 512): its encoder embeds at most 512 tokens a row" % name)
     assert _library(lambda: decider.predict("x", {"q": {"type": "noul", "instructions": "x"}}, **{name: 512})) is None
-    app = TestClient(create_app({"english": decider}, Settings(), registry=Registry()))
+    app = TestClient(create_app({"english": decider}, Settings.of(), registry=Registry()))
     question = {"q": {"type": "noul", "instructions": "x"}}
     runs = len(session.calls)
     for path, body in (("/v1/systemone", {"state": "x"}), ("/v1/systemone/batch", {"states": ["x", "y"]})):

@@ -112,12 +112,12 @@ def test_the_share_is_split_between_the_local_jobs_worker_processes(tmp_path: Pa
 
 
 def test_laya_threads_and_spinning_override_the_rule(tmp_path: Path) -> None:
-    settings = Settings.from_environ({"LAYA_THREADS": "3", "LAYA_SPINNING": "1"})
-    share = size_threads(settings.threads, settings.spinning, root=_v2(tmp_path, "50000 100000"), environ={},
+    deployment = Settings.from_environ({"LAYA_THREADS": "3", "LAYA_SPINNING": "1"}).deployment
+    share = size_threads(deployment.threads, deployment.spinning, root=_v2(tmp_path, "50000 100000"), environ={},
                          cores=lambda: 2)
     assert share.threading() == Threading(3, spinning=True) and share.threads_from == "LAYA_THREADS"
     assert share.quota_vcpus == 0.5  # still reported: the override is visible next to what it overrode
-    assert Settings.from_environ({}).spinning is False
+    assert Settings.from_environ({}).deployment.spinning is False
 
 
 def test_this_machine_gets_at_least_one_thread() -> None:
@@ -127,7 +127,11 @@ def test_this_machine_gets_at_least_one_thread() -> None:
 
 def test_only_a_local_jobs_engine_divides_the_share_between_processes() -> None:
     from laya_serverless.assembly.loader import process_share
+    from laya_serverless.settings import DeploymentSettings, JobSettings
 
-    assert process_share(Settings(jobs_workers=3)).processes == 3
-    assert process_share(Settings(jobs_workers=3, jobs_state_machine="arn:aws:states:x")).processes == 1
-    assert process_share(Settings(jobs_workers=0)).processes == 1  # no local jobs: the server has it all
+    def processes(jobs: JobSettings) -> int:
+        return process_share(DeploymentSettings(), jobs.local_processes).processes
+
+    assert processes(JobSettings(jobs_workers=3)) == 3
+    assert processes(JobSettings(jobs_workers=3, jobs_state_machine="arn:aws:states:x")) == 1
+    assert processes(JobSettings(jobs_workers=0)) == 1  # no local jobs: the server has it all

@@ -149,10 +149,10 @@ def test_an_unreadable_store_or_cache_folder_is_not_ready_with_a_reason_not_a_cr
     cache.mkdir(mode=0o700)
     if unreadable == "cache":
         os.chown(cache, OTHER_UID, -1) if ROOT else cache.chmod(0o000)
-    settings = Settings(store=str(tmp_path / "store"), cache_dir=str(cache), target="cpu-fp32")
+    settings = Settings.of(store=str(tmp_path / "store"), cache_dir=str(cache), target="cpu-fp32")
     try:
         served = _Unreadable(tmp_path / "store") if unreadable == "store" else store
-        assembled = assemble_deployment(settings, served)
+        assembled = assemble_deployment(settings.deployment, served)
     finally:
         cache.chmod(0o700)
     assert (assembled.deployment, assembled.unavailable) == (None, (

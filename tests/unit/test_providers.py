@@ -114,7 +114,8 @@ def test_laya_device_is_read_strictly(environ: dict[str, str], message: str) -> 
 
 
 def test_laya_device_picks_its_default_target() -> None:
-    assert (Settings.from_environ({}).device, Settings.from_environ({}).target) == ("cpu", "cpu-int8")
-    cuda = Settings.from_environ({"LAYA_DEVICE": " CUDA "})
+    plain = Settings.from_environ({}).deployment
+    assert (plain.device, plain.target) == ("cpu", "cpu-int8")
+    cuda = Settings.from_environ({"LAYA_DEVICE": " CUDA "}).deployment
     assert (cuda.device, cuda.target) == ("cuda", "cuda-fp16")
-    assert Settings.from_environ({"LAYA_DEVICE": "cuda", "LAYA_TARGET": "cuda-fp32"}).target == "cuda-fp32"
+    assert Settings.from_environ({"LAYA_DEVICE": "cuda", "LAYA_TARGET": "cuda-fp32"}).deployment.target == "cuda-fp32"

@@ -38,6 +38,6 @@ def test_settings_have_one_source_of_defaults() -> None:
     from laya_serverless.settings import Settings
 
     built, read = Settings(), Settings.from_environ({})
-    assert {name: getattr(built, name) for name in built.__dataclass_fields__} == \
-        {name: getattr(read, name) for name in read.__dataclass_fields__}
-    assert built.default_model in built.deployed  # the default model is one that is deployed
+    assert built == read and Settings.of() == read
+    deployment = built.deployment
+    assert deployment.default_model in deployment.deployed  # the default model is one that is deployed

@@ -17,9 +17,9 @@ from laya_serverless.protocol.decisions import batch_controls, systemone_control
 from laya_serverless.protocol.refusals import refusal_from
 from laya_serverless.protocol.routing import Registry, resolve_model_field, route
 from laya_serverless.protocol.strict import error_body, prepared
-from laya_serverless.settings import Settings
+from laya_serverless.settings import JobSettings, Limits, ProtocolSettings
 
-SETTINGS = Settings()
+PROTOCOL, LIMITS, JOBS = ProtocolSettings(), Limits(), JobSettings()
 NOUL = {"q1": {"type": "noul", "instructions": "x"}}
 
 
@@ -33,14 +33,14 @@ def _refusal(call: Callable[[], Any]) -> RequestError:
 
 
 def _body(body: dict[str, Any]) -> Callable[[], Any]:
-    return lambda: systemone_controls(body, Registry(), SETTINGS)
+    return lambda: systemone_controls(body, Registry(), PROTOCOL, LIMITS)
 
 
 SITES: list[tuple[str, Callable[[], Any], list[Any], str]] = [
     ("invalid JSON", lambda: parse_json(b"{"), ["body"], "json_invalid"),
     ("no questions field", _body({"state": "x"}), ["body"], "missing"),
     ("no state", _body({"questions": NOUL}), ["body", "state"], "missing"),
-    ("no states field", lambda: batch_controls({"questions": NOUL}, Registry(), SETTINGS), ["body"], "missing"),
+    ("no states field", lambda: batch_controls({"questions": NOUL}, Registry(), PROTOCOL, LIMITS), ["body"], "missing"),
     ("empty questions", lambda: prepared({"state": "x", "questions": {}}), ["body", "questions"], "too_short"),
     ("unknown question type", lambda: check_question("q1", {"type": "boolean", "instructions": "x"}),
      ["body", "questions", "q1"], "value_error"),
@@ -76,7 +76,7 @@ SITES: list[tuple[str, Callable[[], Any], list[Any], str]] = [
     ("hooks_raise sent", _body({"state": "x", "questions": NOUL, "hooks_raise": True}), ["body", "hooks_raise"],
      "value_error"),
     ("a job's null state", lambda: check_states(["a", None], iter([("states[0]", ("states", 0)),
-                                                                  ("states[1]", ("states", 1))]), SETTINGS),
+                                                                  ("states[1]", ("states", 1))]), JOBS),
      ["body", "states", 1], "missing"),
 ]
 
@@ -107,6 +107,6 @@ def test_a_callers_value_error_keeps_its_location_and_kind_as_a_refusal() -> Non
 
 
 def test_a_relabelled_job_refusal_keeps_its_text() -> None:
-    refusal = _refusal(lambda: check_states([None], iter([("input line 7", ("input",))]), SETTINGS))
+    refusal = _refusal(lambda: check_states([None], iter([("input line 7", ("input",))]), JOBS))
     assert (refusal.detail, refusal.location, refusal.kind) == ("input line 7: 'state' is required", ("input",),
                                                                 "missing")

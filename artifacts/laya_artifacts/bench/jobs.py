@@ -130,11 +130,11 @@ def bench_job(env: dict[str, str], workers: int, states: list[Any], questions: d
     from laya_serverless.settings import Settings
 
     settings = Settings.from_environ(env)
-    store = open_store(settings.store)
+    store = open_store(settings.deployment.store)
     engine = LocalEngine(store, partial(load_worker, settings), workers=workers, resume=False)
     started = time.perf_counter()
-    accepted = JobService(store, engine, settings).submit({"states": states, "questions": questions}, Registry(),
-                                                          ["english"])
+    service = JobService(store, engine, settings.jobs, settings.protocol, settings.limits)
+    accepted = service.submit({"states": states, "questions": questions}, Registry(), ["english"])
     first_shard = None
     while True:
         doc = json.loads(store.read("jobs/%s/job.json" % accepted["id"])[0])  # type: ignore[index]

@@ -32,7 +32,7 @@ from ..core.session import Threads
 from ..errors import ArtifactError, DeviceUnavailable, StorageUnavailable
 from ..protocol.deployment import Deployment, ServedOn
 from ..protocol.routing import Registry, canonical_name
-from ..settings import Settings
+from ..settings import DeploymentSettings
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
@@ -55,7 +55,7 @@ class Loaded:
     served_on: ServedOn | None = None  # the CPU class they were chosen for, each artifact, the threads' sizing
 
 
-def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+def _load_on_device(store: ObjectStore, stored: str, settings: DeploymentSettings, cache: Path, here: dict[str, Any],
                     placement: Placement, threads: Threads) -> tuple[Decider, Manifest, str]:
     """A cuda artifact, only on the GPU and onnxruntime it was gated on, and only with its session on the GPU."""
     artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
@@ -72,7 +72,7 @@ def _load_on_device(store: ObjectStore, stored: str, settings: Settings, cache: 
     return decider, fetched.manifest, artifact_id
 
 
-def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
+def choose_artifact(store: ObjectStore, stored: str, settings: DeploymentSettings,
                     here: dict[str, Any]) -> tuple[str, tuple[bytes, Manifest], dict[str, str] | None]:
     """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where its gate holds here,
     else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest decides first: an
@@ -94,7 +94,7 @@ def choose_artifact(store: ObjectStore, stored: str, settings: Settings,
     return artifact_id, manifest, {"served": FALLBACK_TARGET, "reason": refused}
 
 
-def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], settings: Settings,
+def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], settings: DeploymentSettings,
                   cache: Path, threads: Threads) -> tuple[Decider, Manifest]:
     """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
@@ -106,7 +106,7 @@ def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     return decider, fetched.manifest
 
 
-def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, here: dict[str, Any],
+def _load_one(store: ObjectStore, stored: str, settings: DeploymentSettings, cache: Path, here: dict[str, Any],
               placement: Placement = ONNXRUNTIME,
               threads: Threads = None) -> tuple[Decider, Manifest, dict[str, str] | None, str]:
     if settings.device != CPU:
@@ -118,10 +118,10 @@ def _load_one(store: ObjectStore, stored: str, settings: Settings, cache: Path, 
     return decider, proven, fallback, artifact_id
 
 
-def process_share(settings: Settings) -> CpuShare:
-    """This process's threads (`core.cpu_share`): the local jobs engine's worker processes share the quota."""
-    local_workers = settings.jobs_workers if settings.jobs_state_machine is None else 1
-    share = size_threads(settings.threads, settings.spinning, local_workers)
+def process_share(settings: DeploymentSettings, processes: int = 1) -> CpuShare:
+    """This process's threads (`core.cpu_share`): `processes` on this machine share the quota (the local jobs
+    engine's workers, `JobSettings.local_processes`)."""
+    share = size_threads(settings.threads, settings.spinning, processes)
     _log.info("ONNX Runtime: %d intra-op threads (%s; CPU quota %s vCPUs from %s, %d usable cores, %d processes), "
               "spinning %s", share.threads, share.threads_from,
               "none" if share.quota_vcpus is None else "%.2f" % share.quota_vcpus, share.quota_from,
@@ -129,13 +129,13 @@ def process_share(settings: Settings) -> CpuShare:
     return share
 
 
-def load_deciders(settings: Settings, store: ObjectStore, placement: Placement = ONNXRUNTIME,
-                  share: CpuShare | None = None, cpu: CpuReader = cpu_profile) -> Loaded:
+def load_deciders(settings: DeploymentSettings, store: ObjectStore, placement: Placement = ONNXRUNTIME,
+                  share: CpuShare | None = None, cpu: CpuReader = cpu_profile, processes: int = 1) -> Loaded:
     """Every deployed checkpoint's decider, each verified, and proven on this CPU (or its FP32 artifact served),
     or with `settings.device` cuda, proven on this GPU and running there (`DeviceUnavailable` otherwise)."""
     require_device(settings.device, placement)  # before any download: a CPU-only onnxruntime is refused at once
     cache = Path(settings.cache_dir) if settings.cache_dir else DEFAULT_CACHE_DIR
-    share = share or process_share(settings)
+    share = share or process_share(settings, processes)
     profile = cpu()
     here = profile if settings.device == CPU else gpu_profile()
     served_on = ServedOn(int8_kernels(profile), {}, share)
@@ -178,13 +178,14 @@ class Assembled:
     unavailable: str | None = None
 
 
-def assemble_deployment(settings: Settings, store: ObjectStore | None = None,
-                        placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile) -> Assembled:
+def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None = None,
+                        placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile,
+                        processes: int = 1) -> Assembled:
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
     process's one `store` (opened here from `settings.store` when the edge passed none)."""
     store = open_store(settings.store) if store is None else store
     try:
-        loaded = load_deciders(settings, store, placement, cpu=cpu)
+        loaded = load_deciders(settings, store, placement, cpu=cpu, processes=processes)
     except (ArtifactError, OSError) as exc:
         _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
         observe.metric(observe.REFUSED_ARTIFACTS)

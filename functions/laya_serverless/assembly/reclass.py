@@ -20,13 +20,13 @@ from ..artifact.platform import int8_kernels
 from ..artifact.store import ObjectStore
 from ..core.providers import CPU
 from ..protocol.deployment import Deployment
-from ..settings import Settings
+from ..settings import DeploymentSettings
 from .loader import choose_artifact, open_artifact
 
 _log = logging.getLogger("laya_serverless")
 
 
-def recheck_class(deployment: Deployment, settings: Settings, here: dict[str, Any],
+def recheck_class(deployment: Deployment, settings: DeploymentSettings, here: dict[str, Any],
                   store: ObjectStore) -> list[dict[str, str]]:
     """Choose every checkpoint's artifact again for the CPU `here` when its int8 class is not the one the
     deployment's artifacts were chosen for; the switches made. `ArtifactError` when a checkpoint has nothing

@@ -69,7 +69,7 @@ class _HeadWithoutBody:
 
 
 async def _idle_reaper(serve: Serving) -> None:
-    interval = max(0.05, min(serve.settings.idle_unload_seconds / 4.0, 5.0))
+    interval = max(0.05, min(serve.settings.http.idle_unload_seconds / 4.0, 5.0))
     while True:
         await asyncio.sleep(interval)
         idle = serve.idle_seconds()
@@ -84,7 +84,7 @@ def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        reaper = asyncio.create_task(_idle_reaper(serve)) if serve.settings.idle_unload_seconds else None
+        reaper = asyncio.create_task(_idle_reaper(serve)) if serve.settings.http.idle_unload_seconds else None
         if jobs is not None:
             jobs.open()
         try:
@@ -97,7 +97,7 @@ def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
                 with suppress(asyncio.CancelledError):
                     await reaper
 
-    hidden = serve.settings.api_key is not None  # with a key, no docs or schema for anyone
+    hidden = serve.settings.http.api_key is not None  # with a key, no docs or schema for anyone
     # No trailing-slash redirects: Starlette builds their Location from the Host header (any host a caller names)
     # and, behind API Gateway, without the stage prefix; `/health/` is a 404 like any unknown path.
     app = FastAPI(title="laya-serverless", lifespan=lifespan, docs_url=None if hidden else "/docs",
@@ -112,8 +112,8 @@ def build_app(serve: Serving, jobs: JobsPort | None = None) -> FastAPI:
     if jobs is not None:
         app.state.jobs = jobs
         app.include_router(job_router)
-    if serve.settings.root_path:
-        app.add_middleware(_RootPath, root_path=serve.settings.root_path)
+    if serve.settings.http.root_path:
+        app.add_middleware(_RootPath, root_path=serve.settings.http.root_path)
     app.add_middleware(_HeadWithoutBody)
     app.add_middleware(RequestIdMiddleware)  # outermost: every answer, refusals and 404s included, carries the id
     if not any(isinstance(f, RequestIdFilter) for f in _log.filters):
@@ -132,11 +132,12 @@ def create_app(deciders: Mapping[str, Decider], settings: Settings, detect: Dete
 
     `inline_inference` runs inference on the event loop instead of a worker thread, for a Lambda
     instance, which only ever holds one event and would pay the thread hop for nothing. With
-    `settings.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload.
+    `settings.http.idle_unload_seconds`, `reload` brings the checkpoints back after an idle unload.
     `target_fallbacks` (name -> served target and why) is reported by `/health`. `jobs` adds `/v1/jobs`."""
     registry = registry or Registry()
-    if settings.idle_unload_seconds and reload is None:
+    if settings.http.idle_unload_seconds and reload is None:
         raise SettingsError("idle unload needs a way to reload the checkpoints")
-    deployment = (Deployment(deciders, registry, settings.default_model, revisions, reload, target_fallbacks)
+    default_model = settings.deployment.default_model
+    deployment = (Deployment(deciders, registry, default_model, revisions, reload, target_fallbacks)
                   if unavailable is None else None)
     return build_app(Serving(settings, deployment, registry, detect, unavailable, inline_inference), jobs)

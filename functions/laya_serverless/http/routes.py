@@ -30,16 +30,17 @@ def health(serve: ServingDep, authorization: Authorization = None) -> dict[str, 
     """Liveness for anyone; the resident checkpoints for a valid bearer (or when no key is set)."""
     if not serve.authorized(authorization):
         return {"status": "ok"}
+    device = serve.settings.deployment.device
     if serve.deployment is None:
-        return {"status": "ok", "ready": False, "detail": serve.unavailable, **preference_report(serve.settings.device)}
+        return {"status": "ok", "ready": False, "detail": serve.unavailable, **preference_report(device)}
     names = list(serve.deployment.deciders)
     report: dict[str, Any] = {
         "status": "ok", "loaded": names, "revisions": serve.deployment.resident_revisions(),
-        **device_report(serve.deployment, serve.settings.device)}
+        **device_report(serve.deployment, device)}
     if serve.deployment.target_fallbacks:  # an extension: upstream has no targets to fall back between
         report["target_fallbacks"] = serve.deployment.target_fallbacks
-    if serve.settings.idle_unload_seconds:
-        report["idle_unload_seconds"] = float(serve.settings.idle_unload_seconds)
+    if serve.settings.http.idle_unload_seconds:
+        report["idle_unload_seconds"] = float(serve.settings.http.idle_unload_seconds)
         report["idle_seconds"] = round(serve.idle_seconds(), 1)
     return report
 
@@ -51,23 +52,25 @@ router.add_api_route("/health", health, methods=["HEAD"], include_in_schema=Fals
 @router.post("/v1/systemone", openapi_extra=openapi_bodies.SYSTEMONE)
 async def systemone(request: Request, serve: ServingDep, authorization: Authorization = None) -> JSONResponse:
     """One state, many questions."""
+    protocol = serve.settings.protocol
     async with serve.received(request, authorization) as (deployment, body):
-        body = strict.prepared(body) if serve.settings.jev_strict else body
-        controls = systemone_controls(body, serve.registry, serve.settings)
+        body = strict.prepared(body) if protocol.jev_strict else body
+        controls = systemone_controls(body, serve.registry, protocol, serve.settings.limits)
         result, elapsed = await serve.infer(controls.model, lambda: answer_one(
-            deployment, serve.detect, serve.settings, body, controls))
-        return _timed(shaped(result, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)
+            deployment, serve.detect, protocol, body, controls))
+        return _timed(shaped(result, protocol.jev_strict, protocol.jev_confidence), elapsed)
 
 
 @router.post("/v1/systemone/batch", openapi_extra=openapi_bodies.BATCH)
 async def systemone_batch(request: Request, serve: ServingDep,
                           authorization: Authorization = None) -> JSONResponse:
     """Many states, one shared question set."""
+    protocol = serve.settings.protocol
     async with serve.received(request, authorization) as (deployment, body):
-        body = strict.prepared(body) if serve.settings.jev_strict else body
-        batch = batch_controls(body, serve.registry, serve.settings)
+        body = strict.prepared(body) if protocol.jev_strict else body
+        batch = batch_controls(body, serve.registry, protocol, serve.settings.limits)
         check_sync_budget(body["states"], body["questions"], batch.controls.max_len, batch.controls.head_max_len,
-                          serve.settings)  # off unless the deployment sets a budget (Lambda: 413 -> /v1/jobs)
+                          serve.settings.limits)  # off unless the deployment sets a budget (Lambda: 413 -> /v1/jobs)
         results, elapsed = await serve.infer(batch.controls.model, lambda: answer_batch(
-            deployment, serve.detect, serve.settings, body, batch))
-        return _timed(batch_response(results, serve.settings.jev_strict, serve.settings.jev_confidence), elapsed)
+            deployment, serve.detect, protocol, body, batch))
+        return _timed(batch_response(results, protocol.jev_strict, protocol.jev_confidence), elapsed)

@@ -18,7 +18,7 @@ from .serving import Serving
 def build_service(settings: Settings, store: ObjectStore | None = None, inline_inference: bool = False,
                   placement: Placement = ONNXRUNTIME, jobs: JobsPort | None = None) -> FastAPI:
     """The app over `settings`' deployment; still an app (503s, `/health` not ready) when it cannot be loaded."""
-    assembled = assemble_deployment(settings, store, placement)
+    assembled = assemble_deployment(settings.deployment, store, placement, processes=settings.jobs.local_processes)
     serve = Serving(settings, assembled.deployment, assembled.registry, analyse, assembled.unavailable,
                     inline_inference)
     app = build_app(serve, jobs)

@@ -42,15 +42,16 @@ class Serving:
             raise ValueError("a Serving without a deployment needs the reason it is unavailable")
         self.settings, self.deployment, self.registry, self.detect = settings, deployment, registry, detect
         self.unavailable, self.inline_inference = unavailable, inline_inference
-        self._expected = (b"Bearer " + settings.api_key.encode("utf-8", "surrogateescape")
-                          if settings.api_key is not None else None)
+        self._expected = (b"Bearer " + settings.http.api_key.encode("utf-8", "surrogateescape")
+                          if settings.http.api_key is not None else None)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="laya-infer")
         # Created on first use, inside the event loop that serves (Mangum and uvicorn each bring theirs).
         self._admission: asyncio.Semaphore | None = None
         self._inference_lock: asyncio.Lock | None = None
         self.last_activity = time.monotonic()
-        self.reading_gate = ReadingGate(settings.max_concurrent * READERS_PER_SLOT, settings.max_reads_per_client,
-                                        slots=settings.max_concurrent)
+        limits = settings.limits
+        self.reading_gate = ReadingGate(limits.max_concurrent * READERS_PER_SLOT, limits.max_reads_per_client,
+                                        slots=limits.max_concurrent)
 
     def authorized(self, header: str | None) -> bool:
         """Exactly `Bearer <key>`, compared in constant time over bytes (any header value is a 401, never a 500)."""
@@ -61,7 +62,7 @@ class Serving:
 
     def rekey(self, api_key: str) -> None:
         """Check bearers against `api_key` from now on (a SnapStart restore re-reads the secret)."""
-        self.settings = replace(self.settings, api_key=api_key)
+        self.settings = replace(self.settings, http=replace(self.settings.http, api_key=api_key))
         self._expected = b"Bearer " + api_key.encode("utf-8", "surrogateescape")
 
     def withdraw(self, why: str) -> None:
@@ -90,7 +91,7 @@ class Serving:
     async def _slot(self, deployment: Deployment) -> AsyncIterator[Deployment]:
         """An admission slot held until the response is produced; a full house is refused at once."""
         if self._admission is None:
-            self._admission = asyncio.Semaphore(self.settings.max_concurrent)
+            self._admission = asyncio.Semaphore(self.settings.limits.max_concurrent)
         if self._admission.locked():
             raise Overloaded(BUSY)
         async with self._admission:
@@ -109,7 +110,7 @@ class Serving:
         deployment = self.ready(authorization)
         self.touch()
         with self.reading_gate.reading_for(request.client.host if request.client else "-"):
-            body = await read_json(request, self.settings.body_read_timeout)
+            body = await read_json(request, self.settings.limits.body_read_timeout)
         async with self._slot(deployment) as admitted:
             yield admitted, body
 
@@ -133,7 +134,7 @@ class Serving:
 
     async def unload_if_idle(self) -> bool:
         """Unload every checkpoint (on the inference worker) once idle for the configured window."""
-        window = self.settings.idle_unload_seconds
+        window = self.settings.http.idle_unload_seconds
         if self.deployment is None or self.inferring or not window or self.idle_seconds() < window:
             return False
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.deployment.unload)

@@ -71,7 +71,7 @@ def refusal_response(error: RequestError, strict: bool = False) -> JSONResponse:
 
 def _strict(request: Request) -> bool:
     serve = getattr(request.app.state, "serving", None)
-    return bool(serve is not None and serve.settings.jev_strict)
+    return bool(serve is not None and serve.settings.protocol.jev_strict)
 
 
 async def handle_refusal(request: Request, error: Exception) -> JSONResponse:

@@ -22,7 +22,7 @@ from ..errors import Conflict, InvalidRequest, JobError, LayaError, MalformedReq
 from ..protocol import strict
 from ..protocol.plan import estimated_tokens, shard_bounds
 from ..protocol.routing import Registry
-from ..settings import Settings
+from ..settings import JobSettings, Limits, ProtocolSettings
 from .merge import fail
 from .results import iter_results, read_spec
 from .spec import job_request
@@ -111,8 +111,10 @@ class Engine(Protocol):
 
 
 class JobService:
-    def __init__(self, store: ObjectStore, engine: Engine, settings: Settings) -> None:
-        self.store, self.engine, self.settings = store, engine, settings
+    def __init__(self, store: ObjectStore, engine: Engine, jobs: JobSettings, protocol: ProtocolSettings,
+                 request_limits: Limits) -> None:
+        self.store, self.engine = store, engine
+        self.jobs, self.protocol, self.request_limits = jobs, protocol, request_limits
 
     def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None,
                idempotency_key: str | None = None) -> Doc:
@@ -120,14 +122,15 @@ class JobService:
         `idempotency_key` the same body within 24 h answers the same job (nothing is stored twice)."""
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key)
-        body = strict.prepared(body) if self.settings.jev_strict else body   # as /batch prepares it
-        request = job_request(body, self.store, registry, deployed, self.settings)
+        body = strict.prepared(body) if self.protocol.jev_strict else body   # as /batch prepares it
+        request = job_request(body, self.store, registry, deployed, self.jobs, self.protocol,
+                              self.request_limits)
         job_id = job_id or new_job_id()
         if idempotency_key is not None:  # after validation: a refused body claims no key
             job_id = claim_idempotency(self.store, idempotency_key, hashlib.sha256(encode(body)).hexdigest(), job_id)
         controls = request.batch.controls
         tokens = estimated_tokens(request.states, request.questions, controls.max_len, controls.head_max_len)
-        bounds = shard_bounds(tokens, len(request.questions), controls.max_len, self.settings)
+        bounds = shard_bounds(tokens, len(request.questions), controls.max_len, self.jobs, self.request_limits)
         # The states' digest is part of the spec, so one id names one body: the spec is the job's identity.
         spec = {"id": job_id, "questions": request.questions, "controls": request.batch.to_spec(), "bounds": bounds,
                 "output": request.output or default_output_key(job_id),

@@ -10,8 +10,8 @@ from .worker import Worker
 
 
 def load_worker(settings: Settings, store: ObjectStore | None = None) -> Worker:
-    """The worker over `settings.store`; when the artifacts cannot be loaded it still ends jobs (each shard it
+    """The worker over the deployment's store; when the artifacts cannot be loaded it still ends jobs (each shard it
     is asked to answer fails, and is given up as error lines once its retries are spent)."""
-    assembled = assemble_deployment(settings, store)
-    return Worker(assembled.store, assembled.deployment, settings,
-                  assembled.registry, analyse, unavailable=assembled.unavailable)
+    assembled = assemble_deployment(settings.deployment, store, processes=settings.jobs.local_processes)
+    return Worker(assembled.store, assembled.deployment, settings.protocol, settings.limits, assembled.registry,
+                  analyse, unavailable=assembled.unavailable)

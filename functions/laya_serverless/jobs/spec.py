@@ -14,9 +14,9 @@ from ..artifact.store import ObjectStore
 from ..core.questions import parse_questions
 from ..errors import InvalidRequest, Location, MalformedRequest, QuestionError, RequestError, TooLarge
 from ..protocol import limits
-from ..protocol.decisions import BatchControls, choice_cap, job_controls
+from ..protocol.decisions import BatchControls, job_controls
 from ..protocol.routing import Registry, route
-from ..settings import Settings
+from ..settings import JobSettings, Limits, ProtocolSettings
 from .store_keys import INPUT_PREFIX, OUTPUT_PREFIX, key_in
 
 _SHAPE = "request body must be an object with 'questions' and either 'states' (a list) or 'input' (a store URI)"
@@ -35,10 +35,10 @@ def _relabel(error: RequestError, where: str, location: Location) -> RequestErro
     return type(error)("%s: %s" % (where, error.detail), location=location, kind=error.kind)
 
 
-def check_states(states: Sequence[Any], places: Iterator[tuple[str, Location]], settings: Settings) -> None:
+def check_states(states: Sequence[Any], places: Iterator[tuple[str, Location]], jobs: JobSettings) -> None:
     """Each state by the single-state rules; a refusal says which (`states[3]`) and points there."""
-    if len(states) > settings.jobs_max_states:
-        raise TooLarge("too many states in job (%d > %d)" % (len(states), settings.jobs_max_states))
+    if len(states) > jobs.jobs_max_states:
+        raise TooLarge("too many states in job (%d > %d)" % (len(states), jobs.jobs_max_states))
     for state, (where, location) in zip(states, places, strict=False):
         try:
             limits.check_request_limits(state, {})  # no questions: only the state's own presence and size
@@ -49,15 +49,15 @@ def check_states(states: Sequence[Any], places: Iterator[tuple[str, Location]], 
             raise _relabel(exc, where, location) from None
 
 
-def parse_input(data: bytes, settings: Settings) -> tuple[list[Any], list[int]]:
+def parse_input(data: bytes, jobs: JobSettings) -> tuple[list[Any], list[int]]:
     """States of a JSONL file (one JSON value a line; blank lines skipped) and the line number of each."""
     states: list[Any] = []
     lines: list[int] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
-        if len(states) >= settings.jobs_max_states:
-            raise TooLarge("too many states in job input (over %d)" % settings.jobs_max_states)
+        if len(states) >= jobs.jobs_max_states:
+            raise TooLarge("too many states in job input (over %d)" % jobs.jobs_max_states)
         try:
             states.append(json.loads(raw))
         except UnicodeDecodeError:
@@ -71,21 +71,21 @@ def parse_input(data: bytes, settings: Settings) -> tuple[list[Any], list[int]]:
     return states, lines
 
 
-def read_input(store: ObjectStore, name: Any, settings: Settings) -> list[Any]:
+def read_input(store: ObjectStore, name: Any, jobs: JobSettings) -> list[Any]:
     if not isinstance(name, str) or not name:
         raise MalformedRequest("'input' must be a store URI (or key) of a JSONL file, one state per line",
                                location=_INPUT)
     key = key_in(store, name, INPUT_PREFIX, "input")
     size = store.size(key)  # from the metadata, before a byte is read: a huge object is never in memory
-    if size is not None and size > settings.jobs_max_input_bytes:
-        raise TooLarge("input too large (%d > %d bytes)" % (size, settings.jobs_max_input_bytes))
+    if size is not None and size > jobs.jobs_max_input_bytes:
+        raise TooLarge("input too large (%d > %d bytes)" % (size, jobs.jobs_max_input_bytes))
     found = store.read(key)
     if size is None or found is None:
         raise InvalidRequest("input %r does not exist" % name, location=_INPUT)
-    if len(found[0]) > settings.jobs_max_input_bytes:  # replaced between the two calls
-        raise TooLarge("input too large (%d > %d bytes)" % (len(found[0]), settings.jobs_max_input_bytes))
-    states, lines = parse_input(found[0], settings)
-    check_states(states, (("input line %d" % n, _INPUT) for n in lines), settings)
+    if len(found[0]) > jobs.jobs_max_input_bytes:  # replaced between the two calls
+        raise TooLarge("input too large (%d > %d bytes)" % (len(found[0]), jobs.jobs_max_input_bytes))
+    states, lines = parse_input(found[0], jobs)
+    check_states(states, (("input line %d" % n, _INPUT) for n in lines), jobs)
     return states
 
 
@@ -105,15 +105,14 @@ def _check_model(states: list[Any], questions: dict[str, Any], batch: BatchContr
                              location=("model",))
 
 
-def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Sequence[str],
-                settings: Settings) -> JobRequest:
+def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Sequence[str], jobs: JobSettings,
+                protocol: ProtocolSettings, request_limits: Limits) -> JobRequest:
     """Every check a job request gets, in the protocol's order: shape, questions, controls, states."""
     if not isinstance(body, dict) or "questions" not in body or ("states" in body) == ("input" in body):
         raise MalformedRequest(_SHAPE, kind="missing")
     questions = body["questions"]
-    limits.check_request_limits("", questions, choice_cap(settings))
     # States are checked on their own below, each named in its refusal.
-    batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, settings)
+    batch = job_controls({k: v for k, v in body.items() if k != "states"}, registry, protocol, request_limits)
     try:
         parse_questions(questions)
     except QuestionError as exc:
@@ -122,9 +121,9 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
         states = body["states"]
         if not isinstance(states, list) or not states:
             raise MalformedRequest("'states' must be a non-empty list", location=("states",))
-        check_states(states, (("states[%d]" % i, ("states", i)) for i in range(len(states))), settings)
+        check_states(states, (("states[%d]" % i, ("states", i)) for i in range(len(states))), jobs)
     else:
-        states = read_input(store, body["input"], settings)
+        states = read_input(store, body["input"], jobs)
     output = body.get("output")
     if output is not None:
         if not isinstance(output, str):

@@ -70,14 +70,16 @@ def error_detail(error: Any, attempts: int) -> str:
 def stepfunctions_jobs(settings: Settings, store: ObjectStore | None = None,
                        sfn_client: Any = None) -> JobService | None:
     """The jobs of a Lambda deployment whose stack created the state machine (`LAYA_JOBS_STATE_MACHINE`), over the
-    process's one `store` (opened from `settings.store` when none is given)."""
-    if settings.jobs_state_machine is None:
+    process's one `store` (opened from the deployment's store when none is given)."""
+    state_machine = settings.jobs.jobs_state_machine
+    if state_machine is None:
         return None
-    store = open_store(settings.store) if store is None else store
+    store = open_store(settings.deployment.store) if store is None else store
     if not isinstance(store, S3Store):
         raise SettingsError("%s needs %s=s3://bucket/prefix" % (JOBS_STATE_MACHINE, STORE))
     if sfn_client is None:
         import boto3
 
         sfn_client = boto3.client("stepfunctions")
-    return JobService(store, StepFunctionsEngine(sfn_client, settings.jobs_state_machine, store), settings)
+    return JobService(store, StepFunctionsEngine(sfn_client, state_machine, store), settings.jobs, settings.protocol,
+                      settings.limits)

@@ -21,7 +21,7 @@ from ..protocol.decisions import BatchControls, answer_batch, pass_size, shaped
 from ..protocol.deployment import Deployment
 from ..protocol.refusals import refusal_from
 from ..protocol.routing import Detector, Registry
-from ..settings import Settings
+from ..settings import Limits, ProtocolSettings
 from .results import (
     Spec,
     answer_lines,
@@ -53,9 +53,10 @@ class Outcome:
 
 
 class Worker:
-    def __init__(self, store: ObjectStore, deployment: Deployment | None, settings: Settings, registry: Registry,
-                 detect: Detector, unavailable: str | None = None) -> None:
-        self.store, self.deployment, self.settings = store, deployment, settings
+    def __init__(self, store: ObjectStore, deployment: Deployment | None, protocol: ProtocolSettings,
+                 request_limits: Limits, registry: Registry, detect: Detector, unavailable: str | None = None) -> None:
+        self.store, self.deployment = store, deployment
+        self.protocol, self.request_limits = protocol, request_limits
         self.registry, self.detect, self.unavailable = registry, detect, unavailable
         self._specs: dict[str, Spec] = {}
 
@@ -106,11 +107,11 @@ class Worker:
         if self.deployment is None:
             raise ShardFailed(self.unavailable or "the model artifacts are not available")
         questions, typed = spec["questions"], BatchControls.from_spec(spec["controls"])
-        size = pass_size(typed.batch_size, len(states), len(questions), typed.controls.max_len, self.settings)
+        size = pass_size(typed.batch_size, len(states), len(questions), typed.controls.max_len, self.request_limits)
         batch = BatchControls(typed.controls, size, typed.sort_by_length)
-        results = answer_batch(self.deployment, self.detect, self.settings, {"states": states, "questions": questions},
+        results = answer_batch(self.deployment, self.detect, self.protocol, {"states": states, "questions": questions},
                                batch)
-        return [shaped(r, self.settings.jev_strict, self.settings.jev_confidence) for r in results]
+        return [shaped(r, self.protocol.jev_strict, self.protocol.jev_confidence) for r in results]
 
     def give_up(self, job_id: str, shards: Sequence[int], detail: str) -> list[int]:
         return give_up(self.store, job_id, shards, detail)

@@ -27,15 +27,16 @@ def with_secret_key(settings: Settings, secrets_client: Any = None) -> Settings:
     The key then never sits in the function's environment, where anyone allowed to read the
     function's configuration would see it. A secret that cannot be read fails INIT loudly rather
     than serving without auth."""
-    if settings.api_key is not None or settings.api_key_secret is None:
+    if settings.http.api_key is not None or settings.http.api_key_secret is None:
         return settings
-    return replace(settings, api_key=read_api_key(settings.api_key_secret, secrets_client))
+    key = read_api_key(settings.http.api_key_secret, secrets_client)
+    return replace(settings, http=replace(settings.http, api_key=key))
 
 
 def lambda_handler(app: Any, settings: Settings) -> GuardedHandler:
     """The guarded Mangum adapter over an ASGI `app` (tests pass one built on fakes)."""
-    return GuardedHandler(Mangum(app, lifespan="off", api_gateway_base_path=settings.api_base_path),
-                          strict=settings.jev_strict)
+    return GuardedHandler(Mangum(app, lifespan="off", api_gateway_base_path=settings.http.api_base_path),
+                          strict=settings.protocol.jev_strict)
 
 
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
@@ -43,7 +44,8 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     """The deployed handler: Powertools set up first (so INIT is logged and traced), then the app, guarded."""
     instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
-    store = open_store(settings.store, s3_client=s3_client)  # the process's one store: the app and /v1/jobs share it
+    # The process's one store: the app and /v1/jobs share it.
+    store = open_store(settings.deployment.store, s3_client=s3_client)
     jobs = stepfunctions_jobs(settings, store)  # /v1/jobs where the stack created the engine
     app = build_service(settings, store, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):

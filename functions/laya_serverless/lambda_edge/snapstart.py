@@ -25,7 +25,7 @@ from ..assembly.loader import CpuReader
 from ..assembly.reclass import recheck_class
 from ..errors import LayaError
 from ..http.serving import Serving
-from ..settings import Settings
+from ..settings import DeploymentSettings, Settings
 from .api_key import read_api_key
 
 _log = logging.getLogger("laya_serverless")
@@ -47,14 +47,15 @@ def warm(serve: Serving) -> int:
     return len(serve.deployment.deciders)
 
 
-def recheck(serve: Serving, settings: Settings, store: ObjectStore | None = None,
+def recheck(serve: Serving, deployment: DeploymentSettings, store: ObjectStore | None = None,
             cpu: CpuReader = cpu_profile) -> None:
     """The CPU class read again, each checkpoint's artifact switched where INIT's choice does not hold here (from the
-    process's `store`, else one opened from `settings.store`)."""
+    process's `store`, else one opened from `deployment.store`)."""
     if serve.deployment is None or serve.deployment.served_on is None:  # nothing loaded, or assembled by hand
         return
     try:
-        recheck_class(serve.deployment, settings, cpu(), store if store is not None else open_store(settings.store))
+        store = store if store is not None else open_store(deployment.store)
+        recheck_class(serve.deployment, deployment, cpu(), store)
     except Exception:  # whatever failed, never keep serving an int8 artifact whose gate missed this class
         _log.exception("after restore: the artifacts could not be chosen again for this CPU")
         observe.metric(observe.REFUSED_ARTIFACTS)
@@ -65,12 +66,12 @@ def refresh(serve: Serving, settings: Settings, secrets_client: Any = None, stor
             cpu: CpuReader = cpu_profile) -> None:
     """Reseed randomness, re-check the CPU class, and re-read the API key secret (when the key comes from one)."""
     random.seed()
-    if settings.api_key_secret is not None:
+    if settings.http.api_key_secret is not None:
         try:
-            serve.rekey(read_api_key(settings.api_key_secret, secrets_client))
+            serve.rekey(read_api_key(settings.http.api_key_secret, secrets_client))
         except LayaError:  # keep the snapshot's key rather than fail every request of this instance
             _log.exception("after restore: the API key secret could not be read again; keeping the previous key")
-    recheck(serve, settings, store, cpu)
+    recheck(serve, settings.deployment, store, cpu)
 
 
 def register(serve: Serving, settings: Settings, secrets_client: Any = None, store: ObjectStore | None = None) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import SettingsError
-from ..settings import DEPLOYED, STORE, TARGET, Settings
+from ..settings import DEPLOYED, STORE, TARGET, LocalServerSettings, Settings
 from .job_commands import add_job_commands
 from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 
@@ -26,8 +26,8 @@ def _say(message: str) -> None:
     print("[laya-serverless] %s" % message, file=sys.stderr, flush=True)
 
 
-def _address(args: argparse.Namespace, settings: Settings) -> tuple[str, int]:
-    return args.host or settings.host or LOCAL_HOST, args.port or settings.port
+def _address(args: argparse.Namespace, local_server: LocalServerSettings) -> tuple[str, int]:
+    return args.host or local_server.host or LOCAL_HOST, args.port or local_server.port
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -39,17 +39,18 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import uvicorn_config
 
     settings = Settings.from_environ()
-    host, port = _address(args, settings)
-    store = open_store(settings.store)  # the process's one store: the app and the jobs engine share it
+    host, port = _address(args, settings.local_server)
+    store = open_store(settings.deployment.store)  # the process's one store: the app and the jobs engine share it
     app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
     if app.state.serving.unavailable is not None and not args.allow_unavailable:
         # Locally a deployment that cannot load is a typo or a missing publish: say so rather than serve 503s.
         _say("error: the deployment cannot be served: %s (check %s, %s and %s; --allow-unavailable serves 503s)"
              % (app.state.serving.unavailable, STORE, DEPLOYED, TARGET))
         return 2
-    _say("ready: http://%s:%d  (store %s, %s)" % (host, port, settings.store, ", ".join(
-        "%s=%s/%s" % (name, stored, settings.target) for name, stored in settings.deployed.items())))
-    uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
+    deployment = settings.deployment
+    _say("ready: http://%s:%d  (store %s, %s)" % (host, port, deployment.store, ", ".join(
+        "%s=%s/%s" % (name, stored, deployment.target) for name, stored in deployment.deployed.items())))
+    uvicorn.Server(uvicorn_config(app, settings.local_server, host, port)).run()
     return 0
 
 
@@ -73,12 +74,12 @@ def _start_api(args: argparse.Namespace) -> int:
     from .server import uvicorn_config
 
     settings = Settings.from_environ()
-    host, port = _address(args, settings)
-    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.api_key)
+    host, port = _address(args, settings.local_server)
+    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:
-        uvicorn.Server(uvicorn_config(front, settings, host, port)).run()
+        uvicorn.Server(uvicorn_config(front, settings.local_server, host, port)).run()
     finally:
         front.close()
     return 0

@@ -111,17 +111,18 @@ def _run(args: argparse.Namespace) -> int:
     from .jobs_engine import LocalEngine
 
     settings = Settings.from_environ()
-    store = open_store(settings.store)
+    store = open_store(settings.deployment.store)
     data = Path(args.input).read_bytes()
     key = "%s%s.jsonl" % (INPUT_PREFIX, hashlib.sha256(data).hexdigest()[:32])
     store.create(key, data)  # content-addressed: the same file is stored once
-    workers = args.workers if args.workers is not None else max(1, settings.jobs_workers)
+    workers = args.workers if args.workers is not None else max(1, settings.jobs.jobs_workers)
     engine = LocalEngine(store, partial(load_worker, settings), workers=workers, resume=False)
-    names = [canonical_name(name) for name in settings.deployed]
+    names = [canonical_name(name) for name in settings.deployment.deployed]
     registry = Registry({name: name for name in names if name not in Registry().sources})
     body = {"input": key, "questions": json.loads(Path(args.questions).read_text(encoding="utf-8")),
             **_controls(args)}
-    accepted = JobService(store, engine, settings).submit(body, registry, names)
+    service = JobService(store, engine, settings.jobs, settings.protocol, settings.limits)
+    accepted = service.submit(body, registry, names)
     _say("job %s: %d states in %d shards, %d worker process(es)" % (accepted["id"], accepted["states"],
                                                                      accepted["shards"], workers))
     started = time.monotonic()

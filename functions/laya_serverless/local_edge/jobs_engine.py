@@ -189,7 +189,8 @@ class LocalEngine:
 def local_jobs(settings: Settings, store: ObjectStore | None = None) -> JobService | None:
     """The jobs of `laya-serverless serve`: a pool of `LAYA_JOBS_WORKERS` processes (0: no jobs routes), over the
     serving process's store (each worker process opens its own)."""
-    if settings.jobs_workers == 0:
+    if settings.jobs.jobs_workers == 0:
         return None
-    store = open_store(settings.store) if store is None else store
-    return JobService(store, LocalEngine(store, partial(load_worker, settings), settings.jobs_workers), settings)
+    store = open_store(settings.deployment.store) if store is None else store
+    engine = LocalEngine(store, partial(load_worker, settings), settings.jobs.jobs_workers)
+    return JobService(store, engine, settings.jobs, settings.protocol, settings.limits)

@@ -22,7 +22,7 @@ import h11
 from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..settings import Settings
+from ..settings import LocalServerSettings
 
 MAX_HEADER_BYTES = 16 * 1024  # h11's own default, stated: a request line plus headers past this is a 400
 _log = logging.getLogger("laya_serverless")
@@ -133,7 +133,7 @@ class CloseAfterAmbiguousFraming:
         await self.app(scope, receive, closing)
 
 
-def uvicorn_config(app: Any, settings: Settings, host: str, port: int) -> Config:
+def uvicorn_config(app: Any, settings: LocalServerSettings, host: str, port: int) -> Config:
     """uvicorn's `Config` for the local server, with the header deadline and keep-alive timeout of `settings`."""
     protocol = type("HeaderDeadline", (HeaderDeadlineProtocol,), {"header_timeout": settings.header_timeout})
     # proxy_headers off: uvicorn's default trusts X-Forwarded-For from 127.0.0.1, so any local client could pick its

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import TooLarge
-from ..settings import Settings
+from ..settings import JobSettings, Limits
 from . import limits
 
 CHARS_PER_TOKEN = 4  # English subword tokenizers average about four characters a token
@@ -59,10 +59,11 @@ def estimated_tokens(states: Sequence[Any], questions: dict[str, Any], max_len: 
     return [state_tokens(state, heads, width) for state in states]
 
 
-def shard_bounds(tokens: Sequence[int], n_questions: int, max_len: int | None, settings: Settings) -> list[int]:
+def shard_bounds(tokens: Sequence[int], n_questions: int, max_len: int | None, jobs: JobSettings,
+                 request_limits: Limits) -> list[int]:
     """Start offsets of each shard plus the end, e.g. [0, 120, 240, 250]: deterministic for the same input."""
-    budget = settings.jobs_time_budget * settings.jobs_token_rate
-    pass_states = limits.planned_batch_size(len(tokens), n_questions, max_len, settings.max_batch_tokens)
+    budget = jobs.jobs_time_budget * jobs.jobs_token_rate
+    pass_states = limits.planned_batch_size(len(tokens), n_questions, max_len, request_limits.max_batch_tokens)
     bounds, start, used = [0], 0, 0
     for i, cost in enumerate(tokens):
         count = i - start
@@ -82,12 +83,12 @@ def shard_bounds(tokens: Sequence[int], n_questions: int, max_len: int | None, s
 
 
 def check_sync_budget(states: Sequence[Any], questions: dict[str, Any], max_len: int | None,
-                      head_max_len: int | None, settings: Settings) -> None:
+                      head_max_len: int | None, request_limits: Limits) -> None:
     """Refuse a `/batch` whose estimated inference cannot finish in this deployment's time budget (off by default)."""
-    if not settings.batch_time_budget:
+    if not request_limits.batch_time_budget:
         return
-    seconds = sum(estimated_tokens(states, questions, max_len, head_max_len)) / settings.batch_token_rate
-    if seconds > settings.batch_time_budget:
+    seconds = sum(estimated_tokens(states, questions, max_len, head_max_len)) / request_limits.batch_token_rate
+    if seconds > request_limits.batch_time_budget:
         raise TooLarge("this batch needs an estimated %.1f s of inference, over this deployment's %.0f s budget "
                        "for one request; send the same body to POST /v1/jobs and read GET /v1/jobs/{id}/results"
-                       % (seconds, settings.batch_time_budget))
+                       % (seconds, request_limits.batch_time_budget))

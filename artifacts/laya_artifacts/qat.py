@@ -62,6 +62,10 @@ class QatSettings:
     train_layers: int = 0
     warmup: int = 20
     generated_per_case: int = 3
+    # The gate fails on one row, not on the mean: differences past `band` are also penalized, squared, weighted
+    # and summed over rows, so rows within it stop pulling and the rows beyond get the gradient (`_loss`).
+    band: float = 0.005
+    band_weight: float = 100.0
     save_every: int = 50
     log_every: int = 10
     threads: int = 2
@@ -73,7 +77,7 @@ class QatSettings:
         """What decides the tuned weights (not how the run is paced or where it is kept)."""
         return {k: v for k, v in asdict(self).items()
                 if k in ("steps", "lr", "accumulate", "seed", "trainable", "train_layers", "warmup",
-                          "generated_per_case")}
+                          "generated_per_case", "band", "band_weight")}
 
 
 def _encoder_layer(name: str) -> int | None:
@@ -153,10 +157,11 @@ def _student_outputs(model: Any, example: _Example) -> tuple[Any, Any, Any, Any]
     return log_p.exp() * example.batch["marker_mask"], log_act.exp(), log_p, log_act
 
 
-def _loss(outputs: tuple[Any, Any, Any, Any], example: _Example) -> Any:
+def _loss(outputs: tuple[Any, Any, Any, Any], example: _Example, band: float = 0.0, band_weight: float = 0.0) -> Any:
     """The squared differences of the option and act probabilities (what the gate reads), plus half the KL from
-    the teacher's. The KL is taken on log-probabilities: a saturated wrong answer still has a gradient there,
-    where squared probabilities (and a clamped log) have none."""
+    the teacher's, plus `band_weight` x the squared part of each difference beyond `band`. The KL is taken on
+    log-probabilities: a saturated wrong answer still has a gradient there, where squared probabilities (and a
+    clamped log) have none. The band term is summed over rows, not averaged: the gate fails on one row."""
     import torch
 
     p, act, log_p, log_act = outputs
@@ -165,8 +170,11 @@ def _loss(outputs: tuple[Any, Any, Any, Any], example: _Example) -> Any:
     def kl(target: Any, log_ours: Any) -> Any:
         return (torch.xlogy(target, target) - target * log_ours.masked_fill(target == 0, 0.0)).sum(-1).mean()
 
-    squared = ((p - example.teacher_p) ** 2).sum(-1).mean() + ((act - example.teacher_act) ** 2).sum(-1).mean()
-    return squared + 0.5 * (kl(example.teacher_p * mask, log_p) + kl(example.teacher_act, log_act))
+    dp, dact = p - example.teacher_p, act - example.teacher_act
+    squared = (dp ** 2).sum(-1).mean() + (dact ** 2).sum(-1).mean()
+    beyond = (torch.relu(dp.abs() - band) ** 2).sum() + (torch.relu(dact.abs() - band) ** 2).sum()
+    return squared + 0.5 * (kl(example.teacher_p * mask, log_p) + kl(example.teacher_act, log_act)) + \
+        band_weight * beyond
 
 
 def fidelity(model: Any, examples: Sequence[_Example]) -> dict[str, Any]:
@@ -262,13 +270,14 @@ def teacher_examples(checkpoint_dir: Path, goldens: dict[str, Any], settings: Qa
     cases, data = training_cases(goldens, settings.seed, settings.generated_per_case)
     progress("    qat: %d training cases (%d selection, %d generated from them); teacher: upstream FP32 of %s"
              % (len(cases), data["selection_cases"], data["generated_cases"], checkpoint_dir))
-    before = torch.get_num_threads()
+    before, started = torch.get_num_threads(), time.perf_counter()
     torch.set_num_threads(settings.threads)
     try:
         agent = laya.Agent(str(checkpoint_dir), device="cpu")
         examples = _examples(agent, cases, progress)
     finally:
         torch.set_num_threads(before)
+    progress("    qat: the teacher answered %d cases in %.0f s" % (len(examples), time.perf_counter() - started))
     data["rows"] = sum(e.rows for e in examples)
     data["cases_used"] = len(examples)
     return examples, data
@@ -300,7 +309,7 @@ def _record(settings: QatSettings, data: dict[str, Any], names: Sequence[str], v
                   "activations, every encoder MatMul" % (7 if REDUCE_RANGE else 8),
         "recipe": settings.recipe(),
         "loss": "squared error + 0.5 x KL (on log-probabilities) of the option (temperature-scaled) and act "
-                "probabilities",
+                "probabilities + band_weight x the squared part of each difference beyond band (summed over rows)",
         "optimizer": "AdamW, no weight decay, linear warmup then cosine, grad norm 1.0, one case a step, "
                      "gradients accumulated over `accumulate` steps",
         "data": data, "steps": settings.steps, "seed": settings.seed, "device": settings.device,
@@ -348,7 +357,7 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
         for group in optimizer.param_groups:
             group["lr"] = settings.lr * _lr_factor(step, settings)
         example = examples[sequence[step]]
-        loss = _loss(_student_outputs(model, example), example)
+        loss = _loss(_student_outputs(model, example), example, settings.band, settings.band_weight)
         (loss / settings.accumulate).backward()
         if (step + 1) % settings.accumulate == 0 or step + 1 == settings.steps:
             torch.nn.utils.clip_grad_norm_([params[n] for n in names], 1.0)

@@ -25,6 +25,7 @@ from laya_serverless.artifact.trust import trusted_artifact, use_kms_client
 from laya_serverless.assembly.loader import assemble_deployment
 from laya_serverless.errors import ArtifactError, SettingsError
 from laya_serverless.settings import ARTIFACT_KEYS, ARTIFACT_PINS, Settings
+from tests.conftest import MOTO_REGION
 
 CHECKPOINT, TARGET = "demo", "cpu-fp32"
 
@@ -43,14 +44,9 @@ def fake_artifact(root: Path, marker: str, checkpoint: str = CHECKPOINT, target:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from moto import mock_aws
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        yield
+def aws(moto_aws: Any) -> Iterator[None]:
+    """The suite's moto fixture, with the KMS client the trust module caches dropped afterwards."""
+    yield
     use_kms_client(None)
 
 
@@ -61,7 +57,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     import boto3
 
     request.getfixturevalue("aws")
-    client = boto3.client("s3", region_name="us-east-1")
+    client = boto3.client("s3", region_name=MOTO_REGION)
     client.create_bucket(Bucket="laya-artifacts")
     return S3Store("laya-artifacts", "prod/laya", client)
 
@@ -74,7 +70,7 @@ def local_key(tmp_path: Path) -> tuple[Path, Path]:
 def kms_key(description: str = "signing") -> tuple[str, Any]:
     import boto3
 
-    client = boto3.client("kms", region_name="us-east-1")
+    client = boto3.client("kms", region_name=MOTO_REGION)
     arn = client.create_key(KeySpec="ECC_NIST_P256", KeyUsage="SIGN_VERIFY", Description=description)["KeyMetadata"]
     use_kms_client(client)
     return arn["Arn"], client
@@ -159,7 +155,7 @@ def test_an_unusable_trusted_key_is_refused_naming_it(tmp_path: Path, content: b
 def test_kms_signature_verifies_offline_and_rotation_keeps_serving(aws: None, tmp_path: Path) -> None:
     import boto3
 
-    client = boto3.client("s3", region_name="us-east-1")
+    client = boto3.client("s3", region_name=MOTO_REGION)
     client.create_bucket(Bucket="laya-artifacts")
     store = S3Store("laya-artifacts", "prod/laya", client)
     old_arn, kms = kms_key("old")
@@ -178,7 +174,7 @@ def test_kms_signature_verifies_offline_and_rotation_keeps_serving(aws: None, tm
 def test_a_kms_key_that_cannot_sign_is_refused(aws: None, tmp_path: Path) -> None:
     import boto3
 
-    kms = boto3.client("kms", region_name="us-east-1")
+    kms = boto3.client("kms", region_name=MOTO_REGION)
     arn = kms.create_key(KeySpec="SYMMETRIC_DEFAULT", KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["Arn"]
     use_kms_client(kms)
     store = LocalStore(tmp_path / "store")  # never read: the key is refused first
@@ -345,7 +341,7 @@ def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: 
     from laya_infra.constants import SIGNING_KEY_ALIAS as STACK_ALIAS
 
     assert SIGNING_KEY_ALIAS == STACK_ALIAS  # the key the command makes is the one the stack would name
-    kms = boto3.client("kms", region_name="us-east-1")
+    kms = boto3.client("kms", region_name=MOTO_REGION)
     use_kms_client(kms)
     context: dict[str, str] = {}
     signer = signing_step(kms, context, lambda _m: None)

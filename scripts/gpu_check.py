@@ -240,7 +240,8 @@ def build(kind: str, path: str, work: Path, dry: bool) -> None:
 
     torch.set_num_threads(4)
     placement = None
-    if dry:   # as tests/functional/test_cuda_build.py: the cuda path, gated on the CPU provider, a fake GPU
+    # as tests/functional/laya_artifacts/test_cuda_build.py: the cuda path, gated on the CPU provider, a fake GPU
+    if dry:
         from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
 
         gate = recipe.run_gate

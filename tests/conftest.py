@@ -14,8 +14,8 @@ from typing import Any, cast
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-GOLDENS = ROOT / "goldens"
+from tests.paths import GOLDENS
+
 _ROW_LISTS = ("token_ids_sha256", "n_tokens", "markers", "logits", "act_probabilities")
 
 

@@ -1,7 +1,7 @@
 """Configuration declared once: a field names its variable, its CDK `-c` key, its type, bounds, default and doc.
 
 The runtime's `Settings`, the CDK app's `DeployConfig`, the stack's environment wiring and
-docs/configuration.md are all read off these declarations (tests/unit/test_configuration.py keeps
+docs/configuration.md are all read off these declarations (tests/unit/laya_serverless/test_configuration.py keeps
 the page whole). A parser turns text into a value or raises `Invalid` with the reason; the front
 end that asked (environment or CDK context) names the variable or flag in its one-line refusal.
 """

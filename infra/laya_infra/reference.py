@@ -1,6 +1,8 @@
 """docs/configuration.md, rendered from the declarations: the runtime's variables and the stack's `-c` flags.
 
-    PYTHONPATH=infra python -m laya_infra.reference > docs/configuration.md   (tests/unit/test_configuration.py)
+    PYTHONPATH=infra python -m laya_infra.reference > docs/configuration.md
+
+(kept current by tests/unit/laya_serverless/test_configuration.py)
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from laya_artifacts.arm64_classes import CLASS_CPUS, arm64_classes
 from laya_artifacts.goldens import write_goldens
 
 from ..conftest import golden_slice
-from ..functional.test_build import fixed_speeds
+from ..functional.laya_artifacts.test_build import fixed_speeds
 
 pytestmark = [pytest.mark.arm64, pytest.mark.slow,
               pytest.mark.skipif(platform.machine() != "x86_64", reason="emulates Arm CPUs on an x86_64 host")]
@@ -85,7 +85,8 @@ def test_fp32_on_an_emulated_graviton2_meets_upstream_within_1e_4(package: tuple
 @pytest.fixture(scope="module")
 def dynamic_int8(tiny_modernbert: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """The dynamic int8 layer mix (int8 MatMul kernels: the path whose results depend on the class) built and gated
-    here, on an x86 class, on the shortest wide choice cases (one per split, as tests/functional/test_int8_classes)."""
+    here, on an x86 class, on the shortest wide choice cases (one per split, as
+    tests/functional/laya_artifacts/test_int8_classes.py)."""
     from laya_artifacts.build import build_artifact
 
     root = tmp_path_factory.mktemp("arm64-int8")

@@ -34,7 +34,7 @@ from laya_serverless.http.service import build_service
 from laya_serverless.local_edge.jobs_engine import local_jobs
 from laya_serverless.settings import Settings
 
-from ..functional.test_app_fast import ENGLISH, QUESTIONS
+from ..functional.laya_serverless.http.test_app_fast import ENGLISH, QUESTIONS
 from .conftest import (
     ACCOUNT,
     BUCKET,

@@ -5,7 +5,7 @@ come before any schema check), so FastAPI cannot infer them; these descriptions 
 `openapi_extra`. They describe what a client should send, the protocol's documented fields, and are
 loose where the protocol is loose (a `state` is any JSON value but null). Nothing validates against
 them: a body outside them gets the protocol's refusal, never a schema error. The hostile tier runs
-schemathesis against them (tests/functional/test_schemathesis.py).
+schemathesis against them (tests/functional/laya_serverless/http/test_schemathesis.py).
 """
 
 from __future__ import annotations

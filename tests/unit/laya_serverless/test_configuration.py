@@ -1,0 +1,111 @@
+"""Configuration declared once: the declarations parse, refuse in one line naming the variable, and the reference
+page in docs/ lists every variable the runtime reads."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from laya_serverless import settings as runtime
+from laya_serverless.configuration import Boolean, Field, Integer, Invalid, Secret
+from laya_serverless.errors import SettingsError
+from laya_serverless.settings import Settings
+from tests.paths import ROOT
+
+RUNTIME_SOURCES = [*sorted((ROOT / "functions").rglob("*.py"))]
+
+
+def test_the_reference_page_is_the_rendered_declarations() -> None:
+    from laya_infra.reference import render
+
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert page == render(), \
+        "docs/configuration.md is stale: PYTHONPATH=infra python -m laya_infra.reference > docs/configuration.md"
+
+
+def test_every_variable_the_functions_read_is_declared_and_on_the_page() -> None:
+    read = {name for path in RUNTIME_SOURCES for name in re.findall(r"\bLAYA_[A-Z0-9_]+\b", path.read_text())}
+    declared = {f.env for f in runtime.fields().values()} | {f.env for f in runtime.OTHER_FUNCTIONS}
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert read - declared == set()
+    assert [name for name in sorted(read) if "`%s`" % name not in page] == []
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"LAYA_JEV_STRICT": "ture"}, "invalid LAYA_JEV_STRICT 'ture': must be true or false"),
+    ({"LAYA_GRAPH_IN_MEMORY": "enabled"}, "invalid LAYA_GRAPH_IN_MEMORY 'enabled'"),
+    ({"LAYA_API_KEY": ""}, "invalid LAYA_API_KEY \\(value hidden\\): is set but empty"),
+    ({"LAYA_API_KEY": " k3y"}, "invalid LAYA_API_KEY \\(value hidden\\): has leading or trailing whitespace"),
+    ({"LAYA_API_KEY": "k3y\n"}, "invalid LAYA_API_KEY \\(value hidden\\): has leading or trailing whitespace"),
+    ({"LAYA_API_KEY": "k\x013y"}, "invalid LAYA_API_KEY \\(value hidden\\): holds a control character"),
+    ({"LAYA_THREADS": "100000"}, "invalid LAYA_THREADS '100000': must be an integer 0-256"),
+    ({"LAYA_TARGET": "cpu-int9"}, "invalid LAYA_TARGET 'cpu-int9': must be one of cpu-int8"),
+    ({"LAYA_DEFAULT_MODEL": "french"}, "invalid LAYA_DEFAULT_MODEL 'french': must be one of the deployed names"),
+    ({"LAYA_STORE": "s3://"}, "invalid LAYA_STORE 's3://': must be s3://BUCKET"),
+    ({"LAYA_DEPLOYED": ","}, "invalid LAYA_DEPLOYED ',': names no checkpoint"),
+    ({"LAYA_PORT": "80800"}, "invalid LAYA_PORT '80800'"),
+])
+def test_a_bad_value_is_refused_in_one_line_naming_the_variable(environ: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message) as caught:
+        Settings.from_environ(environ)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_refused_key_is_never_echoed() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_environ({"LAYA_API_KEY": "s3cr3t-key\n"})
+    assert "s3cr3t" not in str(caught.value)
+
+
+def test_tolerated_values_mean_the_default_as_upstream_reads_them() -> None:
+    parsed = Settings.from_environ({"LAYA_MAX_TOKEN_BUDGET": "lots", "LAYA_MAX_CONCURRENT": "-3",
+                                    "LAYA_TOURNAMENT_GROUP": "1"})
+    assert (parsed.limits.max_token_budget, parsed.limits.max_concurrent, parsed.protocol.tournament_group) == (
+        8192, 16, 0)
+
+
+def test_each_documented_boolean_spelling_reads_back() -> None:
+    for word, value in (("1", True), ("TRUE", True), ("yes", True), ("On", True), ("0", False), ("off", False)):
+        assert Settings.from_environ({"LAYA_JEV_STRICT": word}).protocol.jev_strict is value
+
+
+def test_defaults_are_declared_once_and_match_an_empty_environment() -> None:
+    assert Settings() == Settings.of() == Settings.from_environ({})
+    assert Settings.from_environ({"LAYA_THREADS": "0"}).deployment.threads is None
+    assert Settings.from_environ({"LAYA_THREADS": "2"}).deployment.threads == 2
+
+
+def test_the_stack_wires_what_the_runtime_reads_back() -> None:
+    from laya_serverless.configuration import env_value
+
+    fields = runtime.fields()
+    wired = env_value([(fields["jev_strict"], True), (fields["jev_confidence"], "jev"), (fields["threads"], None)])
+    assert wired == {"LAYA_JEV_STRICT": "1", "LAYA_JEV_CONFIDENCE": "jev"}
+    assert Settings.from_environ(wired).protocol.jev_strict is True
+
+
+def test_parsers_refuse_with_the_rule() -> None:
+    with pytest.raises(Invalid, match="must be an integer 1-3"):
+        Integer(1, 3)("4")
+    with pytest.raises(Invalid, match="true or false"):
+        Boolean()("2")
+    with pytest.raises(Invalid):
+        Secret()("")
+    assert Field("LAYA_X", Integer(1, 3), 2, "doc", tolerant=True).read("9") == 2
+
+
+def test_flat_names_go_to_the_part_that_reads_them() -> None:
+    chosen = Settings.of(store="s3://bucket/laya", jobs_workers=0, api_key="k3y", max_concurrent=2, port=9000)
+    assert (chosen.deployment.store, chosen.jobs.jobs_workers, chosen.http.api_key, chosen.limits.max_concurrent,
+            chosen.local_server.port) == ("s3://bucket/laya", 0, "k3y", 2, 9000)
+    assert chosen.protocol == Settings().protocol  # a part nothing was named for keeps its defaults
+    with pytest.raises(TypeError, match="no such setting: jobs_worker, stor"):
+        Settings.of(jobs_worker=2, stor="x")
+
+
+def test_every_field_is_declared_on_exactly_one_part() -> None:
+    from laya_serverless.configuration import declared
+
+    names = [name for part in vars(Settings()).values() for name in declared(type(part))]
+    assert len(names) == len(set(names)) == len(runtime.fields())  # `of` routes each name to one part

@@ -229,7 +229,8 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
 
 def _qat_options(build: argparse.ArgumentParser) -> None:
     """`build`'s options for the quantization-aware fine-tune (`qat.py`)."""
-    from .qat import TRAINABLE, QatSettings
+    from .qat import QatSettings
+    from .qat_scheme import TRAINABLE
 
     d = QatSettings()
     qat = build.add_argument_group("quantization-aware fine-tune (cpu-int8)")

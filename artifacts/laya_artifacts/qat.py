@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -34,8 +33,8 @@ from typing import Any
 from laya_serverless.artifact.manifest import sha256_file
 
 from .goldens import _encode_case, weights_sha256
-from .qat_data import training_cases
-from .qat_scheme import WEIGHT_RANGE, attach_fake_quant
+from .qat_data import held_out, training_cases
+from .qat_scheme import WEIGHT_RANGE, attach_fake_quant, trainable_names
 from .qat_state import STATE_FILE, restore, save_state
 from .quantize import REDUCE_RANGE
 
@@ -44,7 +43,6 @@ CHECKPOINT_DIR = "checkpoint"
 # The search a tuned copy gets: the candidate it was tuned for first; the mixes only if that fails, so a
 # refusal still carries the per-layer and per-node tables.
 QAT_CANDIDATES = ("encoder", "layer-mix", "node-mix")
-TRAINABLE = ("head", "all")
 HARD_MARGIN = 0.04  # the gate's hard-mismatch band at the int8 tolerance (2 x 0.02)
 
 Progress = Callable[[str], None]
@@ -66,6 +64,7 @@ class QatSettings:
     # and summed over rows, so rows within it stop pulling and the rows beyond get the gradient (`_loss`).
     band: float = 0.005
     band_weight: float = 100.0
+    held_out_every: int = 5  # one generated case in this many is never trained on: the fine-tune's own overfit check
     save_every: int = 50
     log_every: int = 10
     threads: int = 2
@@ -77,31 +76,7 @@ class QatSettings:
         """What decides the tuned weights (not how the run is paced or where it is kept)."""
         return {k: v for k, v in asdict(self).items()
                 if k in ("steps", "lr", "accumulate", "seed", "trainable", "train_layers", "warmup",
-                          "generated_per_case", "band", "band_weight")}
-
-
-def _encoder_layer(name: str) -> int | None:
-    found = re.search(r"\.(?:layer|layers)\.(\d+)\.", name)
-    return int(found.group(1)) if found else None
-
-
-def trainable_names(model: Any, trainable: str, train_layers: int = 0) -> list[str]:
-    """The parameters a fine-tune changes: the decision head, the encoder's norms and biases, and all of the
-    top `train_layers` encoder layers (`head`); or every encoder tensor but the embedding tables (`all`)."""
-    if trainable not in TRAINABLE:
-        raise ValueError("unknown trainable set %r; choose one of %s" % (trainable, ", ".join(TRAINABLE)))
-    layers = [i for i in (_encoder_layer(n) for n, _ in model.named_parameters()) if i is not None]
-    top = max(layers, default=-1) - train_layers + 1
-    names = []
-    for name, param in model.named_parameters():
-        layer = _encoder_layer(name) if name.startswith("encoder.") else None
-        if not name.startswith("encoder."):
-            names.append(name)
-        elif ".embeddings." in name and param.ndim > 1:
-            continue  # the embedding tables stay the original's (FP32 in the artifact, not quantized)
-        elif param.ndim == 1 or trainable == "all" or (layer is not None and train_layers and layer >= top):
-            names.append(name)
-    return names
+                          "generated_per_case", "band", "band_weight", "held_out_every")}
 
 
 @dataclass
@@ -201,6 +176,20 @@ def _figures(f: dict[str, Any]) -> str:
     return "max|dp| %.4f median %.2g, max|d act| %.4f, hard %d over %d rows" % (
         f["max_probability_error"], f["median_probability_error"], f["max_action_error"], f["hard_mismatches"],
         f["rows"])
+
+
+def _measure(model: Any, selection: Sequence[_Example], held: Sequence[_Example]) -> dict[str, Any]:
+    """Fidelity on the selection cases, and (`held_out`) on the generated cases the fine-tune never trains on:
+    selection improving while they do not is a copy memorising its data, which the gate's confirmation refuses."""
+    return dict(fidelity(model, selection), held_out=fidelity(model, held))
+
+
+def training_order(examples: Sequence[_Example], settings: QatSettings) -> list[int]:
+    """Which example each step trains on: shuffled epochs of every example but the held-out ones."""
+    trained = [i for i, e in enumerate(examples) if not held_out(e.case_id, settings.held_out_every)]
+    order = random.Random(settings.seed)
+    return [i for _ in range(math.ceil(settings.steps / max(1, len(trained))) + 1)
+            for i in order.sample(trained, len(trained))]
 
 
 def _lr_factor(step: int, settings: QatSettings) -> float:
@@ -315,7 +304,8 @@ def _record(settings: QatSettings, data: dict[str, Any], names: Sequence[str], v
         "data": data, "steps": settings.steps, "seed": settings.seed, "device": settings.device,
         "trained_tensors": len(names), "trained_values": values, "stored": "trained tensors in FP16",
         "fake_quantized_matmuls": quantized, "reference_weights_sha256": reference,
-        "fidelity": {"measured_on": "selection cases, PyTorch fake quantization vs the teacher",
+        "fidelity": {"measured_on": "selection cases, PyTorch fake quantization vs the teacher; held_out: the "
+                                   "generated cases never trained on (held_out_every)",
                      "before": before, "after": after},
         "seconds": round(seconds, 1), "threads": settings.threads,
     }
@@ -331,6 +321,7 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     reference = weights_sha256(checkpoint_dir)
     torch.manual_seed(settings.seed)
     selection = [e for e in examples if e.origin == "selection"]
+    held = [e for e in examples if held_out(e.case_id, settings.held_out_every)]
     model, _tok, _cfg = load_reference(checkpoint_dir)
     quantized = attach_fake_quant(model)
     model.to(settings.device)
@@ -344,14 +335,12 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     start, before, spent = restore(state_path, settings.resume, settings.steps, settings.recipe(), reference, params,
                                    optimizer, progress)
     if before is None:
-        before = fidelity(model, selection)
+        before = _measure(model, selection, held)
     values = sum(params[n].numel() for n in names)
     progress("    qat: %d encoder MatMuls fake-quantized, %d tensors trained (%s, top %d layers, %.1fM values); "
              "before: %s" % (len(quantized), len(names), settings.trainable, settings.train_layers, values / 1e6,
                              _figures(before)))
-    order = random.Random(settings.seed)
-    sequence = [i for _ in range(math.ceil(settings.steps / max(1, len(examples))) + 1)
-                for i in order.sample(range(len(examples)), len(examples))]
+    sequence = training_order(examples, settings)
     ema, t0, cpu0 = None, time.perf_counter(), time.process_time()
     for step in range(start, settings.steps):
         for group in optimizer.param_groups:
@@ -379,9 +368,12 @@ def _train(checkpoint_dir: Path, examples: Sequence[_Example], data: dict[str, A
     with torch.no_grad():
         for n in names:
             params[n].copy_(tensors[n].float())
-    after = fidelity(model, selection)
+    after = _measure(model, selection, held)
     seconds = spent + time.perf_counter() - started
     progress("    qat: after %d steps (%.0f s): %s" % (settings.steps, seconds, _figures(after)))
+    if held:
+        progress("    qat: generated cases never trained on, before %s; after %s"
+                 % (_figures(before["held_out"]), _figures(after["held_out"])))
     record = _record(settings, data, names, values, len(quantized), reference, before, after, seconds)
     state_path.unlink(missing_ok=True)
     return tensors, record

@@ -54,5 +54,10 @@ def prepare_build(checkpoint_dir: Path, goldens: dict[str, Any], target: str, ca
 def trade_off(record: dict[str, Any]) -> str:
     """The fine-tune's effect in one line, for the report (PyTorch fake quantization, selection cases)."""
     fid = record["fidelity"]
-    return "quantization-aware fine-tune (%d steps, %s): on selection, in PyTorch, before %s; after %s" % (
+    line = "quantization-aware fine-tune (%d steps, %s): on selection, in PyTorch, before %s; after %s" % (
         record["steps"], record["recipe"]["trainable"], _figures(fid["before"]), _figures(fid["after"]))
+    held = fid["after"].get("held_out")
+    if held and held.get("rows"):  # an overfit copy shows here before the gate's confirmation split refuses it
+        line += "; generated cases never trained on, before %s; after %s" % (
+            _figures(fid["before"]["held_out"]), _figures(held))
+    return line

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import zlib
 from typing import Any
 
 from laya_serverless.gate.replay import row_split
@@ -24,6 +25,7 @@ from .gate_corpus import DATA_DIR, QUESTIONS_FILE, TEXTS_FILE, _applies, _read_j
 SELECTION = "selection"
 DATA_VERSION = 1
 GENERATED_PER_CASE = 3
+GENERATED_PREFIX = "qat:"
 _SALT = "laya-qat-data/%d:" % DATA_VERSION
 
 
@@ -96,10 +98,15 @@ def generated_cases(selection: list[dict[str, Any]], seed: int,
                 state = case["state"] + "\n\n" + other["state"]
             else:
                 state = _vary_state(case["state"], rng)
-            out.append({"id": "qat:%s:%d" % (case["id"], variant), "state": state,
+            out.append({"id": "%s%s:%d" % (GENERATED_PREFIX, case["id"], variant), "state": state,
                         "questions": _questions(text, bank, rng), "controls": dict(case["controls"]),
                         "origin": "generated"})
     return out
+
+
+def held_out(case_id: str, every: int) -> bool:
+    """One generated case in `every` (by a hash of its id, so the same ones each run) is measured, never trained on."""
+    return every > 0 and case_id.startswith(GENERATED_PREFIX) and zlib.crc32(case_id.encode()) % every == 0
 
 
 def training_cases(goldens: dict[str, Any], seed: int,

@@ -10,6 +10,7 @@ dynamic quantization (`quantize.quantize_candidate`, `dynamic-int8`):
 - inputs: torch's `default_dynamic_fake_quant` (uint8, per tensor, the current tensor's min/max with zero
   included: onnxruntime's `DynamicQuantizeLinear`), padding included.
 Embeddings and the decision head stay FP32 in the artifact and here.
+`trainable_names` says which parameters a fine-tune trains under it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from .quantize import _LAYER, _PARTS, REDUCE_RANGE
 
 WEIGHT_RANGE = (-64, 64) if REDUCE_RANGE else (-127, 127)
+TRAINABLE = ("head", "all")  # what a fine-tune may train (`trainable_names`)
 
 
 def _node_name(module: str) -> str:
@@ -68,4 +70,28 @@ def attach_fake_quant(model: Any) -> list[str]:
         fake.input_fake_quant = qconfig.activation()
         fake.register_forward_pre_hook(lambda module, args: (module.input_fake_quant(args[0]), *args[1:]))
         setattr(parent, child, fake)
+    return names
+
+
+def _encoder_layer(name: str) -> int | None:
+    found = re.search(r"\.(?:layer|layers)\.(\d+)\.", name)
+    return int(found.group(1)) if found else None
+
+
+def trainable_names(model: Any, trainable: str, train_layers: int = 0) -> list[str]:
+    """The parameters a fine-tune changes: the decision head, the encoder's norms and biases, and all of the
+    top `train_layers` encoder layers (`head`); or every encoder tensor but the embedding tables (`all`)."""
+    if trainable not in TRAINABLE:
+        raise ValueError("unknown trainable set %r; choose one of %s" % (trainable, ", ".join(TRAINABLE)))
+    layers = [i for i in (_encoder_layer(n) for n, _ in model.named_parameters()) if i is not None]
+    top = max(layers, default=-1) - train_layers + 1
+    names = []
+    for name, param in model.named_parameters():
+        layer = _encoder_layer(name) if name.startswith("encoder.") else None
+        if not name.startswith("encoder."):
+            names.append(name)
+        elif ".embeddings." in name and param.ndim > 1:
+            continue  # the embedding tables stay the original's (FP32 in the artifact, not quantized)
+        elif param.ndim == 1 or trainable == "all" or (layer is not None and train_layers and layer >= top):
+            names.append(name)
     return names

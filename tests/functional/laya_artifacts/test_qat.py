@@ -13,7 +13,7 @@ import pytest
 
 from laya_artifacts.qat import QAT_RECORD, QatSettings, fine_tune
 from laya_artifacts.qat_build import check_reference, prepare_build
-from laya_artifacts.qat_data import selection_cases, training_cases
+from laya_artifacts.qat_data import held_out, selection_cases, training_cases
 from laya_artifacts.qat_scheme import quantized_linears
 from laya_serverless.gate.splits import split_for
 from tests.conftest import GOLDENS, golden_slice, write_goldens_file
@@ -40,6 +40,24 @@ def test_the_training_data_come_from_the_selection_split_only() -> None:
     # seeded: the same goldens and seed give the same data, another seed other questions
     assert training_cases(goldens, seed=0)[0] == cases
     assert training_cases(goldens, seed=1)[0] != cases
+
+
+def test_a_part_of_the_generated_cases_is_measured_never_trained_on() -> None:
+    """The fine-tune's own overfit check: one generated case in `held_out_every`, the same ones each run, never
+    chosen by a training step; selection cases are always trained on."""
+    from laya_artifacts.qat import _Example, training_order
+
+    cases, _ = training_cases(_goldens(), seed=0)
+    settings = QatSettings(steps=5 * len(cases))
+    examples = [_Example(c["id"], c["origin"], {}, None, None, None, 1) for c in cases]
+    held = {i for i, c in enumerate(cases) if held_out(c["id"], settings.held_out_every)}
+    generated = [c for c in cases if c["origin"] == "generated"]
+    assert held and all(cases[i]["origin"] == "generated" for i in held)
+    assert 0.1 < len(held) / len(generated) < 0.3
+    order = training_order(examples, settings)
+    assert len(order) >= settings.steps and not held & set(order)
+    assert set(order) == set(range(len(cases))) - held  # everything else is trained on
+    assert not any(held_out(c["id"], 0) for c in cases)  # 0: nothing held out
 
 
 def test_a_tuned_copy_is_gated_against_its_original_s_goldens_only() -> None:

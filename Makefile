@@ -38,10 +38,10 @@ test-fast: $(BIN)/.installed lint
 	$(BIN)/python -m pytest -m "not slow and not parity and not arm64" -q -n $(TEST_WORKERS) --dist loadfile
 
 ## test-arm64: the arm64 package (CPython 3.13) built, imported and answering as an emulated Graviton2, its FP32 gate
-## and an int8 artifact's Arm classes (qemu-aarch64; the aarch64 CPython is fetched once, pinned: layers/)
+## and an int8 artifact's Arm classes (qemu-aarch64; the aarch64 CPython is fetched once, pinned)
 test-arm64: $(BIN)/.installed $(QEMU)
-	$(BIN)/python layers/aarch64_python.py
-	$(BIN)/python layers/build_layer.py --arch arm64
+	$(BIN)/laya-artifacts aarch64-python
+	$(BIN)/laya-artifacts package --arch arm64
 	$(BIN)/python -m pytest -m arm64 -n 0 tests/arm64
 
 ## test-research: the research wing (research/: the demo head's training, sweeps), outside `make test`
@@ -64,7 +64,7 @@ $(CDK): infra/package.json infra/package-lock.json
 
 ## layer: build the Lambda layer + function asset for ARCH (x86_64 | arm64) and print their size
 layer: $(BIN)/.installed
-	$(BIN)/python layers/build_layer.py --arch $(ARCH)
+	$(BIN)/laya-artifacts package --arch $(ARCH)
 
 ## synth: the CDK app with the built package; pass context as CDK_ARGS="-c prefix=/laya ..."
 synth: layer $(CDK)

@@ -23,7 +23,7 @@ from .emulated import EMULATED_GATE_MAX_CASES, class_probabilities, equivalence_
 from .goldens import write_goldens
 from .probe import DEFAULT_ASSET_DIR, EMULATED_PY, Emulator, ProbeError, emulator_for, package_dirs, run_package
 
-# The qemu model standing for each class Lambda's arm64 fleet has (layers/aarch64_python.py CPUINFO says why).
+# The qemu model standing for each class Lambda's arm64 fleet has (aarch64_python.py CPUINFO says why).
 CLASS_CPUS = {"arm64-dotprod": "neoverse-n1", "arm64-i8mm": "max,sve-default-vector-length=32"}
 
 

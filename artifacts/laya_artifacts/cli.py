@@ -269,6 +269,7 @@ def parser() -> argparse.ArgumentParser:
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
     from laya_serverless.artifact.targets import CPU_INT8, TARGETS  # cuda-* build and gate only on an NVIDIA GPU
 
+    from . import aarch64_python, lambda_package
     from .bench import add_command as add_bench_command
     from .checkpoints import KINDS
     from .gate_corpus import SPLITS
@@ -337,7 +338,8 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="store to publish into")
     imp.add_argument("--cache-dir", default=str(DEFAULT_CACHE_DIR))
     imp.set_defaults(run=_import)
-    for add_command in (_add_deploy, add_demo_command, add_bench_command, add_probe_command):
+    for add_command in (_add_deploy, add_demo_command, lambda_package.add_command, aarch64_python.add_command,
+                        add_bench_command, add_probe_command):
         add_command(commands)
     add_tune(commands, _progress, _fail)
     _add_make_checkpoint(commands, KINDS)

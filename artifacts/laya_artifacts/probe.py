@@ -3,9 +3,9 @@
     laya-artifacts probe --arch arm64 ARTIFACT --cases CASES.jsonl --out OUT.json [--cpu neoverse-n1]
     laya-artifacts probe --arch x86_64 --cpu haswell ARTIFACT --cases CASES.jsonl --out OUT.json
 
-A pre-deploy check: the layer and function code exactly as `layers/build_layer.py` built them for the
+A pre-deploy check: the layer and function code exactly as `laya-artifacts package` built them for the
 architecture (build/lambda/<arch>/), run by that runtime's CPython (arm64: the pinned aarch64 CPython 3.13 of
-`layers/aarch64_python.py`; x86_64: the host's CPython 3.12) under qemu user-mode emulation of a CPU model
+`laya-artifacts aarch64-python`; x86_64: the host's CPython 3.12) under qemu user-mode emulation of a CPU model
 (`neoverse-n1` = Graviton2 by default on arm64, `haswell` = AVX2 without VNNI on x86_64). The CPU model
 decides the int8 kernels ONNX Runtime picks, so the answers are those of that CPU class. Emulation is for
 fidelity, never timing: it runs tens to hundreds of times slower than the real CPU.
@@ -53,26 +53,20 @@ class Emulator:
         return "%s -cpu %s" % (Path(self.command[0]).name, self.cpu)
 
 
-def _layers_dir() -> Path:
-    return REPO_ROOT / "layers"
-
-
 def emulator_for(arch: str, cpu: str | None = None) -> Emulator:
     """The emulator of `arch`'s Lambda CPython as `cpu` (default: `DEFAULT_CPUS`); ProbeError when absent here."""
     if arch not in ARCHES:
         raise ProbeError("--arch must be one of %s, got %r" % (", ".join(ARCHES), arch))
     cpu = cpu or DEFAULT_CPUS[arch]
     if arch == "arm64":
-        sys.path.insert(0, str(_layers_dir()))
-        from aarch64_python import emulated_python
+        from .aarch64_python import emulated_python
 
         command = emulated_python(cpu, fetch=shutil.which("qemu-aarch64-static") is not None)
         if command is None:
             raise ProbeError("arm64 needs qemu-aarch64-static (apt-get install qemu-user-static) and the pinned "
-                             "aarch64 CPython (python layers/aarch64_python.py)")
+                             "aarch64 CPython (laya-artifacts aarch64-python)")
         return Emulator(arch, cpu, tuple(command))
-    sys.path.insert(0, str(_layers_dir()))
-    from build_layer import find_python
+    from .lambda_package import find_python
 
     python = find_python(None, "3.12")
     if shutil.which(X86_QEMU) is None or python is None:
@@ -87,7 +81,7 @@ def package_dirs(arch: str, asset_dir: Path = DEFAULT_ASSET_DIR) -> tuple[Path, 
     layer, function = Path(asset_dir) / arch / "layer" / "python", Path(asset_dir) / arch / "function"
     if not (layer.is_dir() and (function / "laya_serverless").is_dir()):
         raise ProbeError("no %s Lambda package under %s: build it with `make layer ARCH=%s` "
-                         "(python layers/build_layer.py --arch %s)" % (arch, asset_dir, arch, arch))
+                         "(laya-artifacts package --arch %s)" % (arch, asset_dir, arch, arch))
     return layer, function
 
 
@@ -154,5 +148,5 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--cases", required=True, help='JSON lines {"id", "state", "questions", "controls"}')
     probe.add_argument("--out", required=True, help='OUT.json: each case id -> the answer, or {"error": message}')
     probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
-                       help="where layers/build_layer.py wrote <arch>/{layer,function}")
+                       help="where `laya-artifacts package` wrote <arch>/{layer,function}")
     probe.set_defaults(run=_command)

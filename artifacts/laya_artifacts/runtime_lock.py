@@ -2,8 +2,8 @@
 
 `layers/requirements.lock` is compiled from pyproject's runtime dependencies by `python layers/lock.py`
 (`uv pip compile --generate-hashes` for CPython 3.12 on both Lambda architectures, which resolve alike),
-installed by `layers/build_layer.py` with `pip --require-hashes`, and named by its sha256 in every
-manifest the build writes (`runtime_record`), so a gate record says which packages it held under.
+installed by `laya-artifacts package` (`lambda_package.py`) with `pip --require-hashes`, and named by its sha256
+in every manifest the build writes (`runtime_record`), so a gate record says which packages it held under.
 """
 
 from __future__ import annotations

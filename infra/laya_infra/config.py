@@ -127,7 +127,7 @@ class DeployConfig:
     jev_strict: bool = _linked("jev_strict")
     jev_confidence: str = _linked("jev_confidence")
     asset_dir: Path = _c("asset_dir", Text("folder", lambda text: Path(text).resolve()), c.DEFAULT_ASSET_DIR,
-                         "The built Lambda package (layers/build_layer.py)", "build/lambda",
+                         "The built Lambda package (laya-artifacts package)", "build/lambda",
                          shown_default="build/lambda in the checkout")
     snapstart: bool = _c("snapstart", Boolean(), True, "SnapStart on the API function's published versions",
                          "false")
@@ -229,7 +229,7 @@ class DeployConfig:
             if not path.is_dir():
                 raise ConfigError(
                     "%s is missing: build the Lambda package first with "
-                    "`python layers/build_layer.py --arch %s` (or point %s at a built one)"
+                    "`laya-artifacts package --arch %s` (or point %s at a built one)"
                     % (path, self.arch, _flag("asset_dir", "build/lambda")))
 
 

@@ -1,4 +1,4 @@
-"""The API function (runtime package + dependency layer, prebuilt by layers/build_layer.py) and the
+"""The API function (runtime package + dependency layer, prebuilt by `laya-artifacts package`) and the
 gateway's bearer authorizer."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The arm64 Lambda package, run as Lambda's Graviton CPUs would run it: under qemu-aarch64 (`make test-arm64`).
 
-`layers/build_layer.py --arch arm64` builds the package for CPython 3.13 (the stack's arm64 runtime) and imports
-the handler with the pinned aarch64 CPython 3.13.5 (`layers/aarch64_python.py`) as a Graviton2 (`-cpu
+`laya-artifacts package --arch arm64` builds the package for CPython 3.13 (the stack's arm64 runtime) and imports
+the handler with the pinned aarch64 CPython 3.13.5 (`laya-artifacts aarch64-python`) as a Graviton2 (`-cpu
 neoverse-n1`). Here that package answers, passes the FP32 gate, and carries an int8 artifact's gate to the Arm
 int8 classes. Slices are small and short: emulation runs ONNX Runtime tens of times slower than native (about
 18 s a case on the tiny model, 2026-12-04); fidelity, never timing.

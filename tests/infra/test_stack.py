@@ -344,7 +344,7 @@ def test_the_functions_memory_is_sized_for_the_deployed_graphs(synth):
 def test_missing_lambda_package_says_how_to_build_it(tmp_path):
     from laya_infra.config import ConfigError, DeployConfig
 
-    with pytest.raises(ConfigError, match=r"layers/build_layer.py --arch x86_64"):
+    with pytest.raises(ConfigError, match=r"laya-artifacts package --arch x86_64"):
         DeployConfig.from_context({"asset_dir": str(tmp_path)}.get)
 
 

@@ -61,6 +61,27 @@ def test_every_make_target_a_page_names_exists() -> None:
     assert sorted((p, t) for p, t in named if t not in targets) == []
 
 
+def _recipe(makefile: str, target: str) -> list[str]:
+    """The command lines of a Makefile target (tab-indented lines under `target:`), and its prerequisites first."""
+    match = re.search(r"^%s:([^\n]*)\n((?:\t[^\n]*\n)*)" % re.escape(target), makefile, re.M)
+    assert match, target
+    lines = [line.strip() for line in match.group(2).splitlines()]
+    for prerequisite in match.group(1).split():
+        if re.search(r"^%s:" % re.escape(prerequisite), makefile, re.M) and not prerequisite.startswith("$"):
+            lines = _recipe(makefile, prerequisite) + lines
+    return lines
+
+
+@pytest.mark.parametrize("target", ["serve", "deploy"])
+def test_the_user_s_make_targets_run_only_installed_commands(target: str) -> None:
+    """`make serve` and `make deploy` (and what they build first) call the package's commands or the pinned CDK
+    CLI, never a script by path: a checkout's loose file is not a front door."""
+    lines = _recipe((ROOT / "Makefile").read_text(encoding="utf-8"), target)
+    assert any("$(BIN)/laya-artifacts " in line for line in lines), lines
+    loose = [line for line in lines if re.search(r"\bpython\b|\.py\b", line)]
+    assert loose == []
+
+
 def test_every_cli_subcommand_a_page_names_exists() -> None:
     from laya_artifacts.cli import parser as artifacts_parser
     from laya_serverless.local_edge.cli import parser as serverless_parser

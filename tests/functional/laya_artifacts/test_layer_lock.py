@@ -6,29 +6,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import importlib.util
 import os
 import subprocess
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from laya_artifacts import lambda_package
 from laya_artifacts.build import write_manifest
 from laya_artifacts.runtime_lock import LOCK_FILE, LockError, check_lock, lock_sha256, runtime_pins
 from laya_serverless.gate.replay import GateReport
-from tests.paths import ROOT
 
 GOOD = "sha256:" + "ab" * 32
-
-
-def _build_layer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_layer_under_test", ROOT / "layers" / "build_layer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _wheel(folder: Path, name: str = "tinylock", version: str = "1.0") -> Path:
@@ -64,21 +54,20 @@ def test_a_lock_that_is_not_exact_and_hashed_is_refused_before_pip_runs(lock: st
 
 
 def test_the_layer_is_installed_with_require_hashes_from_the_lock_only(tmp_path: Path) -> None:
-    layer = _build_layer()
     lock = tmp_path / "requirements.lock"
     lock.write_text("tinylock==1.0 \\\n    --hash=%s\n" % GOOD)
-    command = layer.pip_command(tmp_path / "site", ["--platform", "manylinux_2_28_x86_64"],
-                                layer.locked_requirements(lock, {"tinylock": "1.0"}))
+    command = lambda_package.pip_command(tmp_path / "site", ["--platform", "manylinux_2_28_x86_64"],
+                                lambda_package.locked_requirements(lock, {"tinylock": "1.0"}))
     assert command[-4:] == ["--require-hashes", "--no-deps", "-r", str(lock)]
     assert "--only-binary=:all:" in command and "--target" in command
     lock.write_text("tinylock==1.0\n")
     with pytest.raises(LockError, match="no --hash"):
-        layer.locked_requirements(lock, {"tinylock": "1.0"})
+        lambda_package.locked_requirements(lock, {"tinylock": "1.0"})
 
 
-def _install(layer: ModuleType, lock: Path, wheels: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    command = layer.pip_command(site, ["--platform", "manylinux_2_28_x86_64"],
-                                layer.locked_requirements(lock, {"tinylock": "1.0"}))
+def _install(lock: Path, wheels: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    command = lambda_package.pip_command(site, ["--platform", "manylinux_2_28_x86_64"],
+                                lambda_package.locked_requirements(lock, {"tinylock": "1.0"}))
     command += ["--no-index", "--find-links", str(wheels)]  # the folder is the index; nothing else is asked
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     return subprocess.run(command, capture_output=True, text=True, env={**environ, "PIP_CONFIG_FILE": os.devnull},
@@ -86,18 +75,17 @@ def _install(layer: ModuleType, lock: Path, wheels: Path, site: Path) -> subproc
 
 
 def test_pip_installs_the_hashed_wheel_and_refuses_a_tampered_one(tmp_path: Path) -> None:
-    layer = _build_layer()
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     digest = hashlib.sha256(_wheel(wheels).read_bytes()).hexdigest()
     lock = tmp_path / "requirements.lock"
     lock.write_text("tinylock==1.0 \\\n    --hash=sha256:%s\n" % digest)
-    done = _install(layer, lock, wheels, tmp_path / "site")
+    done = _install(lock, wheels, tmp_path / "site")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "tinylock" / "__init__.py").is_file()
     tampered = digest[:-1] + ("0" if digest[-1] != "0" else "1")
     lock.write_text("tinylock==1.0 \\\n    --hash=sha256:%s\n" % tampered)
-    refused = _install(layer, lock, wheels, tmp_path / "site2")
+    refused = _install(lock, wheels, tmp_path / "site2")
     assert refused.returncode != 0 and "DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr
     assert not (tmp_path / "site2" / "tinylock").exists()
 

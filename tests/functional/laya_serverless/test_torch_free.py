@@ -48,7 +48,7 @@ print(json.dumps({"heavy": heavy, "passed": report.passed, "rows": report.rows,
 def test_the_deploy_gate_runs_from_the_runtime_package_alone(tiny_modernbert: tuple[Path, Path],
                                                               tmp_path: Path) -> None:
     """The function asset is the runtime package whole; the deploy gate replays from it without importing any
-    build-side module (layers/build_layer.py copies nothing else)."""
+    build-side module (`laya-artifacts package` copies nothing else)."""
     from tests.conftest import golden_slice, write_goldens_file
     from tests.paths import ROOT
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pytest
 
-from laya_artifacts import probe
+from laya_artifacts import aarch64_python, probe
 from laya_artifacts.arm64_classes import CLASS_CPUS
 from laya_artifacts.cli import main
-
-sys.path.insert(0, str(Path(probe.__file__).resolve().parents[2] / "layers"))
-import aarch64_python  # noqa: E402
 
 
 @pytest.mark.parametrize(("arch", "message"), [

@@ -1,10 +1,10 @@
 """Build the Lambda runtime-dependency layer and the function asset for the arch's Python runtime.
 
-    python layers/build_layer.py [--arch x86_64|arm64] [--out build/lambda] [--python PATH_TO_PYTHON3.X]
+    laya-artifacts package [--arch x86_64|arm64] [--out build/lambda] [--python PATH_TO_PYTHON3.X]
 
 The runtime is python3.12 on x86_64 and python3.13 on arm64 (`PYTHON_VERSIONS`): the arm64 package is run
 before deploy by an aarch64 CPython under emulation, and the only one packaged where this project installs
-from is Debian 13's 3.13 (`layers/aarch64_python.py`; docs/deploy.md, "arm64").
+from is Debian 13's 3.13 (`aarch64_python.py`; docs/deploy.md, "arm64").
 
 - layer:    `<out>/<arch>/layer/python/` — the runtime dependencies of pyproject.toml as hash-locked in
             `layers/requirements.lock` (`python layers/lock.py` writes it), installed from manylinux wheels
@@ -19,7 +19,7 @@ from is Debian 13's 3.13 (`layers/aarch64_python.py`; docs/deploy.md, "arm64").
 
 Fails when layer + function exceed what Lambda accepts unzipped (250 MB) and prints the sizes.
 Then it imports the real handler module from the build, with torch and transformers absent: on x86_64 with
-a Python 3.12 at hand; on arm64 with the aarch64 CPython of `layers/aarch64_python.py` (once fetched) under
+a Python 3.12 at hand; on arm64 with the aarch64 CPython of `aarch64_python.py` (once fetched) under
 `qemu-aarch64-static -cpu neoverse-n1` (Graviton2).
 """
 
@@ -33,10 +33,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "artifacts"))  # this checkout's laya_artifacts, whatever is installed
-
-from laya_artifacts.runtime_lock import LOCK_FILE, LockError, check_lock, runtime_pins  # noqa: E402
+from .runtime_lock import LOCK_FILE, ROOT, LockError, check_lock, runtime_pins
 
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 PLATFORMS = {
@@ -103,8 +100,7 @@ def import_runner(arch: str, compiler: str | None) -> tuple[list[str], str] | No
     x86_64: the host's CPython 3.12; arm64: the pinned aarch64 CPython 3.13 under an emulated Graviton2."""
     if arch == "x86_64":
         return ([compiler], "Python 3.12") if compiler else None
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from aarch64_python import GRAVITON2, QEMU, emulated_python
+    from .aarch64_python import GRAVITON2, QEMU, emulated_python
 
     command = emulated_python(GRAVITON2)
     return (command, "aarch64 CPython 3.13 under %s -cpu %s" % (QEMU, GRAVITON2)) if command else None
@@ -164,7 +160,7 @@ def build(arch: str, out: Path, python312: str | None) -> int:
         return 1
     runner = import_runner(arch, python312)
     if runner is None:
-        say("not imported: no %s here (arm64: `python layers/aarch64_python.py`, qemu-user-static)"
+        say("not imported: no %s here (arm64: `laya-artifacts aarch64-python`, qemu-user-static)"
             % ("Python 3.12" if arch == "x86_64" else "aarch64 CPython"))
     else:
         command, which = runner
@@ -185,15 +181,14 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     return 0
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
-    parser.add_argument("--out", default=str(ROOT / "build" / "lambda"))
-    parser.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
-                        "arm64), to compile .pyc for the Lambda runtime")
-    args = parser.parse_args()
-    return build(args.arch, Path(args.out), find_python(args.python, PYTHON_VERSIONS[args.arch]))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """`laya-artifacts package`: the Lambda layer and function asset, built and checked."""
+    package = commands.add_parser("package", help="build the Lambda layer and function asset for an architecture, "
+                                                  "size-check them and import the handler from them",
+                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    package.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
+    package.add_argument("--out", default=str(ROOT / "build" / "lambda"))
+    package.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
+                         "arm64), to compile .pyc for the Lambda runtime")
+    package.set_defaults(run=lambda args: build(args.arch, Path(args.out),
+                                                find_python(args.python, PYTHON_VERSIONS[args.arch])))

@@ -1,6 +1,6 @@
 """An aarch64 CPython 3.13 for running the arm64 Lambda package under `qemu-aarch64-static` on any x86 machine.
 
-    python layers/aarch64_python.py [--root build/aarch64-python] [--mirror URL]
+    laya-artifacts aarch64-python [--root build/aarch64-python] [--mirror URL]
 
 Lambda's arm64 runtimes are CPython builds this project cannot install from a package index; the nearest
 packaged aarch64 CPython is Debian 13's (trixie) 3.13.5, the same minor version as the stack's arm64 runtime
@@ -22,11 +22,10 @@ import argparse
 import hashlib
 import shutil
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 DEFAULT_ROOT = ROOT / "build" / "aarch64-python"
 MIRROR = "http://deb.debian.org/debian"
 INTERPRETER = "usr/bin/python3.13"
@@ -163,15 +162,16 @@ def ensure(root: Path = DEFAULT_ROOT, mirror: str = MIRROR) -> Path:
     return tree / INTERPRETER
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", default=str(DEFAULT_ROOT), help="cache and unpack here (default: %(default)s)")
-    parser.add_argument("--mirror", default=MIRROR, help="a Debian mirror holding the pinned files")
-    args = parser.parse_args()
-    interpreter = ensure(Path(args.root), args.mirror)
-    print(interpreter)
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """`laya-artifacts aarch64-python`: fetch (once) and unpack the pinned aarch64 CPython; prints its path."""
+    fetch = commands.add_parser("aarch64-python", help="fetch and unpack the pinned aarch64 CPython that runs the "
+                                                       "arm64 package under qemu (once; pinned by sha256)",
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fetch.add_argument("--root", default=str(DEFAULT_ROOT), help="cache and unpack here (default: %(default)s)")
+    fetch.add_argument("--mirror", default=MIRROR, help="a Debian mirror holding the pinned files")
+    fetch.set_defaults(run=_fetch)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    print(ensure(Path(args.root), args.mirror))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -56,4 +56,6 @@ def test_one_large_pass_does_not_keep_its_memory(tmp_path: Path) -> None:
     assert logits.shape == (4096, 2)
     del large
     session.run(_feeds(2, 8))
-    assert _rss_mb() - before < GROWN_MB // 4, (before, _rss_mb())
+    # A kept arena holds at least GROWN_MB; half of it leaves room for the allocator's own slack (32 MB was seen
+    # once after other tests had run in the same process).
+    assert _rss_mb() - before < GROWN_MB // 2, (before, _rss_mb())

@@ -25,7 +25,8 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout
+from .runtime_lock import ROOT
+
 DEFAULT_ROOT = ROOT / "build" / "aarch64-python"
 MIRROR = "http://deb.debian.org/debian"
 INTERPRETER = "usr/bin/python3.13"

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from .runtime_lock import LOCK_FILE, ROOT, LockError, check_lock, runtime_pins
 
+DEFAULT_ASSET_DIR = ROOT / "build" / "lambda"  # <arch>/{layer,function,runtime}
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 PLATFORMS = {
     "x86_64": ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"],
@@ -89,10 +90,6 @@ def find_python(explicit: str | None, version: str = "3.12") -> str | None:
         if subprocess.run([candidate, "-c", check], capture_output=True).returncode == 0:
             return candidate
     return None
-
-
-def find_python312(explicit: str | None) -> str | None:
-    return find_python(explicit, "3.12")
 
 
 def import_runner(arch: str, compiler: str | None) -> tuple[list[str], str] | None:
@@ -187,7 +184,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                                                   "size-check them and import the handler from them",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     package.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
-    package.add_argument("--out", default=str(ROOT / "build" / "lambda"))
+    package.add_argument("--out", default=str(DEFAULT_ASSET_DIR))
     package.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
                          "arm64), to compile .pyc for the Lambda runtime")
     package.set_defaults(run=lambda args: build(args.arch, Path(args.out),

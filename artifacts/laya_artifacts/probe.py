@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_ASSET_DIR = REPO_ROOT / "build" / "lambda"
+from .lambda_package import DEFAULT_ASSET_DIR, find_python
+
 DRIVER = Path(__file__).resolve().parent / "probe_driver.py"
 EMULATED_PY = Path(__file__).resolve().parent / "emulated.py"
 ARCHES = ("x86_64", "arm64")
@@ -66,8 +66,6 @@ def emulator_for(arch: str, cpu: str | None = None) -> Emulator:
             raise ProbeError("arm64 needs qemu-aarch64-static (apt-get install qemu-user-static) and the pinned "
                              "aarch64 CPython (laya-artifacts aarch64-python)")
         return Emulator(arch, cpu, tuple(command))
-    from .lambda_package import find_python
-
     python = find_python(None, "3.12")
     if shutil.which(X86_QEMU) is None or python is None:
         raise ProbeError("x86_64 needs %s (apt-get install qemu-user-static) and a CPython 3.12 (the runtime "

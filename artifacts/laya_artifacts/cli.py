@@ -241,6 +241,8 @@ def _qat_options(build: argparse.ArgumentParser) -> None:
     qat.add_argument("--qat-steps", type=int, default=d.steps, metavar="N", help="default %(default)s (one case each)")
     qat.add_argument("--qat-lr", type=float, default=d.lr, metavar="LR", help="default %(default)s")
     qat.add_argument("--qat-seed", type=int, default=d.seed, metavar="N", help="default %(default)s")
+    qat.add_argument("--qat-generated-per-case", type=int, default=d.generated_per_case, metavar="N",
+                     help="states generated from each selection text (default %(default)s)")
     qat.add_argument("--qat-trainable", choices=TRAINABLE, default=d.trainable,
                      help="head: the decision head and the encoder's norms and biases (default); all: every "
                           "encoder tensor but the embedding tables")
@@ -260,7 +262,8 @@ def _qat_settings(args: argparse.Namespace) -> QatSettings | None:
     from .qat import QatSettings
 
     return QatSettings(steps=args.qat_steps, lr=args.qat_lr, seed=args.qat_seed, trainable=args.qat_trainable,
-                       train_layers=args.qat_train_layers, threads=args.qat_threads, device=args.qat_device,
+                       generated_per_case=args.qat_generated_per_case, train_layers=args.qat_train_layers,
+                       threads=args.qat_threads, device=args.qat_device,
                        resume=args.resume, work_dir=Path(args.qat_dir) if args.qat_dir else None)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "artifacts"))  # this checkout's laya_artifacts, whatever is installed
 
-from laya_artifacts.runtime_lock import LOCK_FILE, check_lock, runtime_pins  # noqa: E402
+from laya_artifacts.package.runtime_lock import LOCK_FILE, check_lock, runtime_pins  # noqa: E402
 
 PYTHON_VERSION = "3.12"
 UV_PLATFORMS = {"x86_64": "x86_64-manylinux_2_28", "arm64": "aarch64-manylinux_2_28"}

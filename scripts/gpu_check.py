@@ -34,7 +34,7 @@ from typing import Any
 KINDS = ("tiny-modernbert", "minilm", "demo", "modernbert-base")
 TARGETS = ("cuda-fp16", "cuda-fp32")
 GOLDENS = {"tiny-modernbert": "goldens/tiny-modernbert/goldens.json", "minilm": "goldens/minilm/goldens.json",
-           "demo": "artifacts/laya_artifacts/shipped_goldens/91cb836da13fbf40.json",
+           "demo": "artifacts/laya_artifacts/goldens/shipped_goldens/91cb836da13fbf40.json",
            "modernbert-base": "goldens/modernbert-base/goldens.json"}
 # From the start: the device call's limit is 600 s. A dry run on a shared 2-core machine gets longer.
 DEADLINES_S = {"device": (360, 540), "dry-run": (2400, 3000)}
@@ -185,7 +185,7 @@ def refusal(case: str, dry: bool) -> dict[str, Any]:
 
 def checkpoint(kind: str, work: Path) -> dict[str, Any]:
     """The carried checkpoint, or (the base shape) one redrawn here from its seed with the carried scorer."""
-    from laya_artifacts.goldens import load_goldens, weights_sha256
+    from laya_artifacts.goldens.record import load_goldens, weights_sha256
 
     carried, goldens_file = work / "ckpt" / kind, work / "code" / GOLDENS[kind]
     goldens = load_goldens(goldens_file)["checkpoint"]["weights_sha256"] if goldens_file.is_file() else None
@@ -210,8 +210,8 @@ def expected_sha256(work: Path, kind: str) -> str | None:
 def redraw_base(work: Path, result: dict[str, Any]) -> Path:
     from safetensors.torch import load_file, save_file
 
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.goldens import weights_sha256
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.goldens.record import weights_sha256
 
     fixed, out = work / "ckpt" / "modernbert-base-fixed", work / "ckpt" / "modernbert-base"
     started = time.time()
@@ -281,8 +281,8 @@ def stage_ungated(kind: str, checkpoint_dir: Path, work: Path, results: Path) ->
     import shutil
     import tempfile
 
-    from laya_artifacts.cuda import convert_fp16
-    from laya_artifacts.export import export_checkpoint
+    from laya_artifacts.export.cuda import convert_fp16
+    from laya_artifacts.export.onnx_export import export_checkpoint
     from laya_serverless.artifact.layout import GRAPH_FILE, TOKENIZER_FILE, copy_decode_config
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -72,8 +72,8 @@ BASE_SLICE = 3   # every third case of the gate corpus: 50 cases, 211 rows (47 m
 
 def make_checkpoints(out: Path) -> None:
     """tiny-modernbert, minilm and demo as the goldens name them (the committed and shipped goldens' hashes)."""
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.demo import assemble_demo
+    from laya_artifacts.checkpoints.demo import assemble_demo
+    from laya_artifacts.checkpoints.make import make_checkpoint
 
     for kind in CHECKPOINTS:
         if not (out / kind / "model.safetensors").is_file():
@@ -83,9 +83,9 @@ def make_checkpoints(out: Path) -> None:
 def make_base(base: Path) -> None:
     """The ModernBERT-base shape (seed 0) and its goldens for a slice of the corpus, recorded here on PyTorch CPU
     FP32 at one thread (the whole corpus is too slow on a shared CPU, and goldens are never recorded there)."""
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.gate_corpus import gate_corpus
-    from laya_artifacts.goldens import record_goldens, write_goldens
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.goldens.corpus import gate_corpus
+    from laya_artifacts.goldens.record import record_goldens, write_goldens
 
     if not (base / "checkpoint" / "model.safetensors").is_file():
         make_checkpoint("modernbert-base", base / "checkpoint")

@@ -49,7 +49,7 @@ def golden_slice(kind: str, keep_case: Callable[[int, dict[str, Any]], bool] = l
 
 
 def write_goldens_file(goldens: dict[str, Any], directory: Path) -> Path:
-    from laya_artifacts.goldens import write_goldens
+    from laya_artifacts.goldens.record import write_goldens
 
     return write_goldens(goldens, directory)
 
@@ -74,8 +74,8 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
 
 
 def _build(tmp_path_factory: pytest.TempPathFactory, kind: str) -> tuple[Path, Path]:
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.export import export_checkpoint
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.export.onnx_export import export_checkpoint
 
     def build(root: Path) -> None:
         export_checkpoint(make_checkpoint(kind, root / "checkpoint"), root / "export-fp32")
@@ -134,8 +134,8 @@ def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
     int8 artifact get the 8-bit weight-only candidate gated on the corpus's choice rows (every fourth
     case), which it meets, with the FP32-speed rule lifted (a 64-wide model gains nothing from int8).
     """
-    from laya_artifacts import search
     from laya_artifacts.build import build_artifact
+    from laya_artifacts.search import precision as search
 
     def build(root: Path) -> None:
         with pytest.MonkeyPatch.context() as patch:  # a short timing: the speed rule is lifted here anyway

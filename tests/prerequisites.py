@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-QEMU = "qemu-x86_64-static"  # laya_artifacts.emulated runs it from PATH
+QEMU = "qemu-x86_64-static"  # laya_artifacts.search.emulated runs it from PATH
 _UNSET = "unset"
 
 

@@ -6,7 +6,7 @@ Shared by every target: the guards (a known target, the device present, users' g
 output directory checked before any work), the gate corpus, the export, the report and the
 manifest. Only the middle is the device's: on the CPU, offline optimization (cpu-fp32) or the
 precision search (cpu-int8) and the gate; on CUDA, the graph as exported or converted to FP16
-(`cuda.py`), gated on the GPU and again on the CPU provider (the out-of-memory retry). The manifest,
+(`export/cuda.py`), gated on the GPU and again on the CPU provider (the out-of-memory retry). The manifest,
 which makes an artifact loadable and publishable, is written only after the gate passed on both
 splits of the corpus. A failed build keeps its report next to the files and raises `GateFailed`.
 """
@@ -23,6 +23,35 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.export.cuda import convert_fp16
+from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
+from laya_artifacts.goldens.corpus import builtin_cases, read_gate_cases
+from laya_artifacts.goldens.record import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from laya_artifacts.package.runtime_lock import runtime_record
+from laya_artifacts.qat.build_plan import prepare_build, trade_off
+from laya_artifacts.qat.finetune import QatSettings
+from laya_artifacts.search.int8_classes import int8_classes
+from laya_artifacts.search.precision import (
+    MIN_SPEEDUP,
+    SEARCH_THREADS,
+    SearchResult,
+    SpeedTimer,
+    check_candidate_names,
+    precision_search,
+    prepare_artifact,
+    reuse_decision,
+    wall_clock,
+)
+from laya_artifacts.search.quantize import (
+    FIXED_CANDIDATES,
+    LAYER_MIX,
+    NODE_MIX,
+    OPTIMIZATION_LEVEL,
+    layer_candidate,
+    node_candidate,
+)
+from laya_artifacts.search.records import SHIPPED as SHIPPED_RECORDS
+from laya_artifacts.search.records import decision_key, find_record, save_record
 from laya_serverless.artifact import targets
 from laya_serverless.artifact.gpu import gpu_profile
 from laya_serverless.artifact.layout import (
@@ -48,29 +77,6 @@ from laya_serverless.core.providers import (
 from laya_serverless.errors import GateFailed
 from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
 from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
-
-from .cuda import convert_fp16
-from .export import FUSION_RECORD, OPSET, export_checkpoint
-from .gate_corpus import builtin_cases, read_gate_cases
-from .goldens import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
-from .int8_classes import int8_classes
-from .qat import QatSettings
-from .qat_build import prepare_build, trade_off
-from .quantize import FIXED_CANDIDATES, LAYER_MIX, NODE_MIX, OPTIMIZATION_LEVEL, layer_candidate, node_candidate
-from .runtime_lock import runtime_record
-from .search import (
-    MIN_SPEEDUP,
-    SEARCH_THREADS,
-    SearchResult,
-    SpeedTimer,
-    check_candidate_names,
-    precision_search,
-    prepare_artifact,
-    reuse_decision,
-    wall_clock,
-)
-from .search_records import SHIPPED as SHIPPED_RECORDS
-from .search_records import decision_key, find_record, save_record
 
 TARGETS = targets.TARGETS
 REPORT_JSON, REPORT_TEXT = "parity_report.json", "parity_report.txt"
@@ -109,7 +115,7 @@ def _configuration(checkpoint: dict[str, Any], target: str, staged: Staged, deco
         "graph": {"format": "onnx", "opset": OPSET, "exporter": "torch.onnx.export (TorchScript)",
                   "torch": version("torch"), "onnx": version("onnx"),
                   "fusion": {"MultiHeadAttention": fusion["attention"], "attention_left_unfused":
-                             fusion["unfused_attention"], "nan_guards": "none (finite mask bias, see fusion.py)",
+                             fusion["unfused_attention"], "nan_guards": "none (finite mask bias, see export/fusion.py)",
                              "optimizer": fusion["optimizer"]},
                   "optimized_offline": staged.optimized_offline},
         "precision": staged.precision,
@@ -292,7 +298,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
     before anything is exported), recorded with upstream now unless `goldens_path` holds it already.
     A cuda target is refused at once where `placement` (this onnxruntime) offers no CUDA, and gated on
-    the GPU. cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search.py`) on the
+    the GPU. cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search/precision.py`) on the
     selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
     a candidate must be; 0 lifts it; `timer`: how candidates are timed; other targets ignore these), then
     checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
@@ -300,9 +306,9 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     passing int8 artifact is then checked as an AVX2 CPU under emulation (`emulate_classes`, where qemu is
     installed; the CLI, `make serve` and `laya-artifacts deploy` turn it on), and the classes it holds on are
     recorded in the manifest. With `search_records` (a directory)
-    the search's decision is kept there and reused by a later build of the same search (`search_records.py`;
+    the search's decision is kept there and reused by a later build of the same search (`search/records.py`;
     the package's shipped records are read too); `research` searches again.
-    `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme and builds it (`qat_build.py`): the
+    `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme and builds it (`qat/build_plan.py`): the
     gate's reference stays the original's goldens, and the manifest records the fine-tune.
     """
     if target not in TARGETS:

@@ -1,4 +1,4 @@
-"""`laya-artifacts`: build artifacts from Laya checkpoints, and make local test checkpoints."""
+"""`laya-artifacts`: build artifacts from Laya checkpoints, and create local test checkpoints."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .qat import QatSettings
+    from laya_artifacts.qat.finetune import QatSettings
 
 
 def _progress(message: str) -> None:
@@ -28,9 +28,9 @@ def _candidates(value: str | None) -> list[str] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .build import GateFailed, build_artifact
-    from .gate_corpus import GateCasesError, read_gate_cases
-    from .sources import resolve_checkpoint
+    from laya_artifacts.build import GateFailed, build_artifact
+    from laya_artifacts.checkpoints.sources import resolve_checkpoint
+    from laya_artifacts.goldens.corpus import GateCasesError, read_gate_cases
 
     try:  # users' rows are refused before anything else happens
         for path in args.gate_cases:
@@ -57,22 +57,21 @@ def _build(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
     if args.sign_key:
-        from .sign import open_signer, sign_artifact
+        from laya_artifacts.deploy.sign import open_signer, sign_artifact
 
         _progress("signed: %s" % sign_artifact(artifact, open_signer(args.sign_key)))
     if args.publish:
+        from laya_artifacts.deploy.publish import publish
         from laya_serverless.artifact.store import open_store
-
-        from .publish import publish
 
         publish(artifact, open_store(args.store), _progress)
     return 0
 
 
 def _goldens(args: argparse.Namespace) -> int:
-    from .gate_corpus import GateCasesError, gate_corpus
-    from .goldens import record_goldens, write_goldens
-    from .sources import resolve_checkpoint
+    from laya_artifacts.checkpoints.sources import resolve_checkpoint
+    from laya_artifacts.goldens.corpus import GateCasesError, gate_corpus
+    from laya_artifacts.goldens.record import record_goldens, write_goldens
 
     try:
         cases = gate_corpus(args.gate_cases)
@@ -91,11 +90,10 @@ def _goldens(args: argparse.Namespace) -> int:
 
 
 def _parity(args: argparse.Namespace) -> int:
+    from laya_artifacts.goldens.corpus import SPLITS
+    from laya_artifacts.goldens.record import load_goldens
     from laya_serverless.artifact.layout import DecodeConfig
     from laya_serverless.gate.replay import run_gate
-
-    from .gate_corpus import SPLITS
-    from .goldens import load_goldens
 
     DecodeConfig.load(Path(args.artifact))  # a clear error for a directory that is not an artifact
     splits = tuple(args.split) if args.split else SPLITS
@@ -137,10 +135,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from laya_artifacts.deploy.publish import import_artifact
+    from laya_artifacts.goldens.record import load_goldens
     from laya_serverless.artifact.store import open_store
-
-    from .goldens import load_goldens
-    from .publish import import_artifact
 
     artifact_id, _ = import_artifact(open_store(args.source), args.checkpoint, args.target,
                                      load_goldens(Path(args.goldens)), open_store(args.store),
@@ -157,9 +154,8 @@ def _context_flag(text: str) -> tuple[str, str]:
 
 
 def _deploy(args: argparse.Namespace) -> int:
+    from laya_artifacts.deploy.command import Request, aws_seams, deploy
     from laya_serverless.errors import DeployFailed
-
-    from .deploy import Request, aws_seams, deploy
 
     request = Request(checkpoints=tuple(args.checkpoint) if args.checkpoint else None,
                       artifacts=tuple(Path(a) for a in args.artifact), targets=tuple(args.targets.split(",")),
@@ -205,8 +201,8 @@ def _add_make_checkpoint(commands: argparse._SubParsersAction, kinds: Sequence[s
 def _make_checkpoint(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .checkpoints import make_checkpoint
-    from .demo import DEMO_NAME, assemble_demo
+    from laya_artifacts.checkpoints.demo import DEMO_NAME, assemble_demo
+    from laya_artifacts.checkpoints.make import make_checkpoint
 
     if args.kind == DEMO_NAME:   # the trained demo: assembled from the shipped head, never trained here
         assemble_demo(Path(args.out), progress=_progress)
@@ -228,9 +224,9 @@ def _int8_options(build: argparse.ArgumentParser) -> None:
 
 
 def _qat_options(build: argparse.ArgumentParser) -> None:
-    """`build`'s options for the quantization-aware fine-tune (`qat.py`)."""
-    from .qat import QatSettings
-    from .qat_scheme import TRAINABLE
+    """`build`'s options for the quantization-aware fine-tune (`qat/finetune.py`)."""
+    from laya_artifacts.qat.finetune import QatSettings
+    from laya_artifacts.qat.scheme import TRAINABLE
 
     d = QatSettings()
     qat = build.add_argument_group("quantization-aware fine-tune (cpu-int8)")
@@ -259,7 +255,7 @@ def _qat_options(build: argparse.ArgumentParser) -> None:
 def _qat_settings(args: argparse.Namespace) -> QatSettings | None:
     if not args.quantization_aware:
         return None
-    from .qat import QatSettings
+    from laya_artifacts.qat.finetune import QatSettings
 
     return QatSettings(steps=args.qat_steps, lr=args.qat_lr, seed=args.qat_seed, trainable=args.qat_trainable,
                        generated_per_case=args.qat_generated_per_case, train_layers=args.qat_train_layers,
@@ -268,19 +264,18 @@ def _qat_settings(args: argparse.Namespace) -> QatSettings | None:
 
 
 def parser() -> argparse.ArgumentParser:
+    from laya_artifacts.bench import add_command as add_bench_command
+    from laya_artifacts.checkpoints.make import KINDS
+    from laya_artifacts.deploy.store_commands import add_publishing_commands
+    from laya_artifacts.goldens.corpus import SPLITS
+    from laya_artifacts.package import aarch64_python, lambda_package
+    from laya_artifacts.package.probe import add_command as add_probe_command
+    from laya_artifacts.quickstart import add_command as add_demo_command
+    from laya_artifacts.search.precision import CANDIDATE_NAMES, MIN_SPEEDUP
+    from laya_artifacts.tune.command import add_tune
     from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
     from laya_serverless.artifact.targets import CPU_INT8, TARGETS  # cuda-* build and gate only on an NVIDIA GPU
-
-    from . import aarch64_python, lambda_package
-    from .bench import add_command as add_bench_command
-    from .checkpoints import KINDS
-    from .gate_corpus import SPLITS
-    from .probe import add_command as add_probe_command
-    from .publish_cli import add_publishing_commands
-    from .quickstart import add_command as add_demo_command
-    from .search import CANDIDATE_NAMES, MIN_SPEEDUP
-    from .tune_cli import add_tune
 
     root = argparse.ArgumentParser(prog="laya-artifacts", description=__doc__)
     commands = root.add_subparsers(dest="command", required=True)

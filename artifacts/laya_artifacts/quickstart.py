@@ -42,7 +42,7 @@ def say(message: str) -> None:
 
 def _demo_version() -> str:
     """What a published demo is remembered by: the shipped files' hashes."""
-    from .demo import demo_config
+    from laya_artifacts.checkpoints.demo import demo_config
 
     config = demo_config()
     return json.dumps({k: v for k, v in sorted(config.items()) if k.endswith("sha256")}, sort_keys=True)
@@ -50,9 +50,9 @@ def _demo_version() -> str:
 
 def ensure_published(store_dir: Path, cache: Path) -> str:
     """Publish the demo once per shipped version; returns the target served (int8 unless its gate refused it)."""
-    from .demo import DEMO_NAME
-    from .deploy import Built, pipeline_builder, publish_step
-    from .sources import resolve_source
+    from laya_artifacts.checkpoints.demo import DEMO_NAME
+    from laya_artifacts.checkpoints.sources import resolve_source
+    from laya_artifacts.deploy.command import Built, pipeline_builder, publish_step
 
     store, mark_file = LocalStore(store_dir), cache / "demo-published.json"
     mark = json.loads(mark_file.read_text()) if mark_file.is_file() else {}
@@ -81,10 +81,9 @@ def ensure_published(store_dir: Path, cache: Path) -> str:
 
 def ensure_signed(store_dir: Path, keys: Path, target: str) -> Path:
     """The published demo signed with the local key (made once in `keys`); returns the public key to trust."""
+    from laya_artifacts.checkpoints.demo import DEMO_NAME
+    from laya_artifacts.deploy.sign import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, LocalSigner, generate_key, sign_published
     from laya_serverless.artifact.fetch import published_id
-
-    from .demo import DEMO_NAME
-    from .sign import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, LocalSigner, generate_key, sign_published
 
     if not (keys / PRIVATE_KEY_FILE).is_file():
         generate_key(keys)
@@ -96,7 +95,7 @@ def ensure_signed(store_dir: Path, keys: Path, target: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .demo import DEMO_NAME
+    from laya_artifacts.checkpoints.demo import DEMO_NAME
 
     store, cache = Path(args.store), Path(args.cache)
     target = ensure_published(store, cache)

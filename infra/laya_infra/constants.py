@@ -13,7 +13,7 @@ AUTHORIZER_DIR = REPO_ROOT / "functions" / "gateway_authorizer"
 STACK_NAME = "LayaServerless"
 PYTHON_RUNTIME = "python3.12"                              # the layer is built and smoke-tested for 3.12
 # The runtime of the functions that run the package, per architecture: the arm64 package is built for 3.13, the
-# aarch64 CPython its probe runs under emulation (laya_artifacts.lambda_package.PYTHON_VERSIONS; docs/deploy.md,
+# aarch64 CPython its probe runs under emulation (laya_artifacts.package.lambda_package.PYTHON_VERSIONS; docs/deploy.md,
 # "arm64").
 # The stdlib-only functions (authorizer, GPU proxy) keep PYTHON_RUNTIME.
 PACKAGE_RUNTIMES = {"x86_64": PYTHON_RUNTIME, "arm64": "python3.13"}

@@ -111,7 +111,7 @@ def retention_rules(config: DeployConfig) -> list[s3.LifecycleRule]:
     """Job data (inputs, shards, results, outputs, claims: everything under `<artifact prefix>/jobs/`) expires
     after `-c jobs_retention_days`; on this versioned bucket the expired versions go a day later, then their
     delete markers. Unfinished multipart uploads are aborted anywhere in the bucket. Artifacts never expire.
-    `laya_artifacts.bucket.lifecycle_rules` puts the same rules on the bucket `laya-artifacts deploy` creates."""
+    `laya_artifacts.deploy.bucket.lifecycle_rules` puts the same rules on the bucket `laya-artifacts deploy` creates."""
     jobs = "%s/%s" % (config.artifact_prefix, JOBS_PREFIX)
     return [
         s3.LifecycleRule(id="laya-jobs-expire", prefix=jobs, expiration=Duration.days(config.jobs_retention_days),

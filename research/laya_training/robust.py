@@ -1,9 +1,9 @@
 """A demo head trained to answer the same under int8: its own FP32 and its fake-quantized self agree.
 
-The quantization-aware fine-tune (`laya_artifacts.qat`) keeps the original checkpoint as the reference,
+The quantization-aware fine-tune (`laya_artifacts.qat.finetune`) keeps the original checkpoint as the reference,
 and on the demo the int8 noise is about ten times what that head tolerates (docs/artifacts-gate.md). This
 is the other way the docs left untried: a new demo version whose FP32 is the new reference, trained on its
-own task data under the artifact's int8 scheme (`laya_artifacts.qat_scheme`), so that what the gate
+own task data under the artifact's int8 scheme (`laya_artifacts.qat.scheme`), so that what the gate
 compares (int8 against the same weights in FP32) is what the loss pulls together.
 
 Each step takes a batch of the demo's labelled training rows (14a's recipe: generated worlds and the

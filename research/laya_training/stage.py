@@ -1,8 +1,8 @@
 """One training stage of the demo head: generate, cache encoder states, train, calibrate, write the files.
 
-A stage writes what `laya_artifacts.demo` ships (`head.safetensors`, `demo_config.json`) and its
+A stage writes what `laya_artifacts.checkpoints.demo` ships (`head.safetensors`, `demo_config.json`) and its
 learning curve (`learning_curve.json`, `training_report.md`, every stage so far) to one folder.
-Shipping a stage means copying the first two into `artifacts/laya_artifacts/demo_model/` and the
+Shipping a stage means copying the first two into `artifacts/laya_artifacts/checkpoints/demo_model/` and the
 last two into `research/`. Deterministic given the seed on a given machine (two intra-op threads).
 """
 
@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from laya_artifacts.checkpoints import minilm_dir
-from laya_artifacts.demo import (
+from laya_artifacts.checkpoints.demo import (
     CONFIG_FILE,
     DEMO_NAME,
     HEAD_FILE,
@@ -29,6 +28,7 @@ from laya_artifacts.demo import (
     load_head,
     sha256_file,
 )
+from laya_artifacts.checkpoints.make import minilm_dir
 
 from .cases import FIRST_SET, REPO_DIR, case_file, eval_examples, load_cases
 from .data import generate

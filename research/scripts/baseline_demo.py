@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from laya_artifacts.checkpoints import minilm_dir
+    from laya_artifacts.checkpoints.make import minilm_dir
     from laya_training.baseline import SentenceEncoder, similarity_choices
     from laya_training.cases import FIRST_SET, case_file, load_cases
 

@@ -28,7 +28,7 @@ DEFAULT_CASES = (case_file("test-1"), case_file("test-2"))   # the held-out test
 
 
 def main(argv: list[str] | None = None) -> int:
-    from laya_artifacts.demo import DEMO_NAME
+    from laya_artifacts.checkpoints.demo import DEMO_NAME
     from laya_training.cases import load_cases
     from laya_training.eval import grade_cases, summary, table
 

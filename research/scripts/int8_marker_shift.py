@@ -4,7 +4,7 @@
 
 The demo is assembled and its built-in corpus recorded with upstream (about a minute); its first `--cases`
 selection cases are run through upstream's model twice, in FP32 and under the fine-tune's fake quantization
-(`laya_artifacts.qat_scheme`, the `encoder` candidate's scheme). At the encoder's output, for each question row:
+(`laya_artifacts.qat.scheme`, the `encoder` candidate's scheme). At the encoder's output, for each question row:
 the mean pairwise cosine of its option markers, their spread around their mean, and how far int8 moves them,
 both as a fraction of a marker's norm. Medians over rows are printed. If int8 moved the markers by a small part
 of their spread, the head would see little of it; docs/artifacts-gate.md ("measured on a quiet machine") reads it.
@@ -26,12 +26,12 @@ def main() -> int:
     import torch
     from torch.ao.quantization import disable_fake_quant, enable_fake_quant
 
-    from laya_artifacts.demo import demo_checkpoint
-    from laya_artifacts.export import load_reference
-    from laya_artifacts.gate_corpus import builtin_cases
-    from laya_artifacts.goldens import record_goldens
-    from laya_artifacts.qat import QatSettings, teacher_examples
-    from laya_artifacts.qat_scheme import attach_fake_quant
+    from laya_artifacts.checkpoints.demo import demo_checkpoint
+    from laya_artifacts.export.onnx_export import load_reference
+    from laya_artifacts.goldens.corpus import builtin_cases
+    from laya_artifacts.goldens.record import record_goldens
+    from laya_artifacts.qat.finetune import QatSettings, teacher_examples
+    from laya_artifacts.qat.scheme import attach_fake_quant
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=60, help="selection cases measured (default %(default)s)")

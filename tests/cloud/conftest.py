@@ -169,7 +169,7 @@ class S3AsDocumented:
 
 
 def _shortest_case_of_each_split() -> list[dict[str, Any]]:
-    from laya_artifacts.gate_corpus import builtin_cases
+    from laya_artifacts.goldens.corpus import builtin_cases
 
     def size(case: dict[str, Any]) -> int:
         return len(json.dumps(case["state"])) + len(json.dumps(case["questions"]))
@@ -184,8 +184,8 @@ def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
     a 626 MiB FP32 graph), its corpus the built-in one's shortest case of each split only (longer cases cost seconds
     a forward pass at this shape, docs/testing.md): what the artifacts built from it prove is size, not fidelity
     (the tiny and MiniLM checkpoints carry the full gate)."""
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.goldens import record_goldens
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.goldens.record import record_goldens
 
     root = tmp_path_factory.mktemp("modernbert-base")
     checkpoint = make_checkpoint("modernbert-base", root / "checkpoint")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.platform import cpu_profile, gate_record, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import open_store

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_infra.constants import HANDLER
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_bytes

@@ -23,7 +23,7 @@ import pytest
 from botocore.exceptions import ClientError
 from fastapi.testclient import TestClient
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.gpu import gpu_key
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.platform import gate_record, gate_record_key

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pytest
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.store import open_store
 
 from ..functional.threaded_server import free_port

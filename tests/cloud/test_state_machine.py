@@ -35,7 +35,7 @@ from typing import Any
 import boto3
 import pytest
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.store import open_store
 from laya_serverless.jobs.stepfunctions import stepfunctions_jobs
 from laya_serverless.lambda_edge.jobs_handler import make_handler

@@ -42,6 +42,6 @@ def test_arm64_runs_the_arm64_package_with_its_runtime_on_every_function(synth, 
 
 
 def test_the_runtimes_match_what_the_layer_builder_builds_for() -> None:
-    from laya_artifacts.lambda_package import PYTHON_VERSIONS
+    from laya_artifacts.package.lambda_package import PYTHON_VERSIONS
 
     assert {arch: "python%s" % version for arch, version in PYTHON_VERSIONS.items()} == c.PACKAGE_RUNTIMES

@@ -85,7 +85,7 @@ def _artifact_bucket_rules(raw):
 
 
 def test_job_data_expires_after_the_retention_days_and_artifacts_never(synth):
-    from laya_artifacts.bucket import lifecycle_rules
+    from laya_artifacts.deploy.bucket import lifecycle_rules
 
     for context, days, prefix in (({}, 30, "laya-artifacts"), ({"jobs_retention_days": "7",
                                                                  "artifact_prefix": "team/laya"}, 7, "team/laya")):
@@ -300,7 +300,7 @@ def test_alarms_cover_errors_throttles_duration_and_cold_starts(synth):
 
 
 def test_outputs_name_the_url_bucket_store_and_secret(synth):
-    from laya_artifacts.deploy import OUTPUTS
+    from laya_artifacts.deploy.command import OUTPUTS
 
     _, raw, _ = synth()
     assert {"ApiUrl", "ArtifactBucketName", "ArtifactStore", "ApiKeySecretArn", "JobsInputPrefix",

@@ -1,5 +1,5 @@
-"""docs/architecture.md's module map is the package as it is: every runtime module, with its own first docstring
-line, and nothing that no longer exists."""
+"""docs/architecture.md's module maps are the packages as they are: every runtime and build-side module, with
+its own first docstring line, and nothing that no longer exists."""
 
 from __future__ import annotations
 
@@ -16,3 +16,4 @@ def test_the_module_map_is_the_package_as_it_is() -> None:
     spec.loader.exec_module(module_map)
     page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     assert module_map.render() in page, "docs/architecture.md's module map is stale: python scripts/module_map.py"
+    assert module_map.render_build() in page, "the build wing's module map is stale: python scripts/module_map.py"

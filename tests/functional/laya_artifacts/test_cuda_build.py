@@ -16,9 +16,9 @@ import pytest
 
 from laya_artifacts.build import TARGETS, build_artifact
 from laya_artifacts.cli import main as cli
-from laya_artifacts.cuda import CUDA_TARGETS, convert_fp16, keeps_fp32
-from laya_artifacts.gate_corpus import GateCasesError
-from laya_artifacts.goldens import load_goldens
+from laya_artifacts.export.cuda import CUDA_TARGETS, convert_fp16, keeps_fp32
+from laya_artifacts.goldens.corpus import GateCasesError
+from laya_artifacts.goldens.record import load_goldens
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts import demo
+from laya_artifacts.checkpoints import demo
 from tests.paths import ROOT
 from tests.prerequisites import qemu_needed, require
 
@@ -21,11 +21,11 @@ def test_the_shipped_head_is_package_data_and_matches_its_recorded_hash():
     assert meta["name"] == demo.DEMO_NAME
     assert demo.sha256_file(demo.MODEL_DIR / demo.HEAD_FILE) == meta["head_sha256"]
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "demo_model/*" in package_data["laya_artifacts"]   # a wheel carries both files
+    assert "demo_model/*" in package_data["laya_artifacts.checkpoints"]   # a wheel carries both files
 
 
 def test_the_pipeline_never_imports_the_training_research():
-    """laya_training (research/) imports laya_artifacts.demo, never the other way round."""
+    """laya_training (research/) imports laya_artifacts.checkpoints.demo, never the other way round."""
     for path in sorted((ROOT / "artifacts" / "laya_artifacts").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
@@ -71,9 +71,9 @@ def test_the_shipped_search_record_decides_the_demo_s_default_search_here(tmp_pa
     until the record is made again (`laya-artifacts build <demo> --target cpu-int8 --research`)."""
     import platform
 
-    from laya_artifacts import search
-    from laya_artifacts.gate_corpus import builtin_cases, corpus_sha256
-    from laya_artifacts.search_records import SHIPPED, decision_key, find_record
+    from laya_artifacts.goldens.corpus import builtin_cases, corpus_sha256
+    from laya_artifacts.search import precision as search
+    from laya_artifacts.search.records import SHIPPED, decision_key, find_record
     from laya_serverless.artifact.targets import GATE_TOLERANCES
 
     if platform.machine() not in ("x86_64", "AMD64"):
@@ -93,16 +93,17 @@ def test_an_avx2_cpu_reads_the_shipped_refusal_too(tmp_path):
     import subprocess
     import sys
 
-    from laya_artifacts import emulated, search
-    from laya_artifacts.gate_corpus import builtin_cases, corpus_sha256
-    from laya_artifacts.search_records import decision_key
+    from laya_artifacts.goldens.corpus import builtin_cases, corpus_sha256
+    from laya_artifacts.search import emulated
+    from laya_artifacts.search import precision as search
+    from laya_artifacts.search.records import decision_key
 
     require(qemu_needed())
     key = decision_key(demo.demo_checkpoint(tmp_path), {"corpus": {"sha256": corpus_sha256(builtin_cases())}},
                        list(search.CANDIDATE_NAMES), search.MIN_SPEEDUP)
     lookup = ("import json, sys\n"
               "from laya_serverless.artifact.platform import cpu_profile, int8_kernels\n"
-              "from laya_artifacts.search_records import SHIPPED, find_record\n"
+              "from laya_artifacts.search.records import SHIPPED, find_record\n"
               "found = find_record(json.loads(sys.argv[1]), [SHIPPED], 0.02)\n"
               "print(json.dumps([int8_kernels(cpu_profile()), None if found is None else found[0]['int8_kernels']]))")
     run = subprocess.run([emulated.QEMU, "-cpu", emulated.AVX2_CPU, sys.executable, "-c", lookup, json.dumps(key)],
@@ -118,7 +119,7 @@ def test_the_shipped_demo_goldens_are_the_assembled_demo_s_and_replay_against_up
     torch): they must be for exactly the assembled weights, and upstream must still give their answers."""
     import numpy as np
 
-    from laya_artifacts.goldens import load_goldens, record_goldens, shipped_goldens
+    from laya_artifacts.goldens.record import load_goldens, record_goldens, shipped_goldens
 
     checkpoint = demo.demo_checkpoint(tmp_path)
     found = shipped_goldens(checkpoint)

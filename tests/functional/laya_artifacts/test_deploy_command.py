@@ -26,10 +26,10 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from laya_artifacts import deploy as command
-from laya_artifacts.bucket import create_bucket, ensure_bucket
 from laya_artifacts.cli import main as cli
-from laya_artifacts.smoke import SMOKE_QUESTIONS, answer_problems
+from laya_artifacts.deploy import command
+from laya_artifacts.deploy.bucket import create_bucket, ensure_bucket
+from laya_artifacts.deploy.smoke import SMOKE_QUESTIONS, answer_problems
 from laya_serverless import settings as env
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file
@@ -305,8 +305,8 @@ def test_step_1_refuses_what_cannot_serve(aws: dict[str, Any], checkpoints: tupl
 
 
 def test_the_demo_source_is_the_checkpoint_make_serve_assembles_once(tmp_path: Path) -> None:
-    from laya_artifacts.demo import demo_config
-    from laya_artifacts.sources import resolve_source
+    from laya_artifacts.checkpoints.demo import demo_config
+    from laya_artifacts.checkpoints.sources import resolve_source
 
     assembled = tmp_path / "checkpoints" / ("demo-%s" % demo_config()["head_sha256"][:12])
     assembled.mkdir(parents=True)
@@ -319,7 +319,7 @@ def test_the_demo_source_is_the_checkpoint_make_serve_assembles_once(tmp_path: P
 @pytest.mark.slow
 def test_the_real_builder_reuses_the_recorded_corpus_and_builds_into_the_cache(tiny_modernbert: tuple[Path, Path],
                                                                               tmp_path: Path) -> None:
-    from laya_artifacts.goldens import weights_sha256
+    from laya_artifacts.goldens.record import weights_sha256
     from laya_serverless.artifact.manifest import verify_artifact
     from tests.conftest import GOLDENS
 
@@ -352,7 +352,7 @@ def test_an_existing_private_bucket_is_used_and_a_public_one_refused_with_every_
 
 def test_the_deploy_bucket_gets_the_stack_s_retention_rules_and_keeps_its_own(aws: dict[str, Any]) -> None:
     """The stack takes the bucket as an existing one, so step 2 puts the job-data rules on it, merged by ID."""
-    from laya_artifacts.bucket import lifecycle_rules
+    from laya_artifacts.deploy.bucket import lifecycle_rules
 
     s3 = aws["s3"]
     create_bucket(s3, "mine", REGION)
@@ -459,7 +459,7 @@ def test_the_names_are_the_cdk_apps() -> None:
 
     assert command.STACK_NAME == constants.STACK_NAME
     assert command.DEFAULT_ARTIFACT_PREFIX == constants.DEFAULT_ARTIFACT_PREFIX
-    from laya_artifacts import bucket
+    from laya_artifacts.deploy import bucket
     from laya_serverless.jobs.store_keys import JOBS_PREFIX
 
     assert (bucket.DEFAULT_JOBS_RETENTION_DAYS, bucket.MAX_JOBS_RETENTION_DAYS, bucket.JOBS_NONCURRENT_DAYS,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts.cuda import MAX_IR_VERSION, convert_fp16, make_valid
+from laya_artifacts.export.cuda import MAX_IR_VERSION, convert_fp16, make_valid
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE
 from laya_serverless.gate.replay import TOLERANCES, run_gate
 from tests.conftest import golden_slice

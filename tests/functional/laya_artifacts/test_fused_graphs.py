@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from laya_artifacts.export import FUSION_RECORD
-from laya_artifacts.goldens import load_goldens
+from laya_artifacts.export.onnx_export import FUSION_RECORD
+from laya_artifacts.goldens.record import load_goldens
 from laya_serverless import Decider
 from laya_serverless.core.decode import DECIMALS
 from laya_serverless.gate.replay import run_gate

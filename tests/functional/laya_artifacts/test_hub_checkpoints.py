@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts import deploy as command
+from laya_artifacts.checkpoints.sources import resolve_checkpoint, resolve_source
 from laya_artifacts.cli import main as cli
-from laya_artifacts.sources import resolve_checkpoint, resolve_source
+from laya_artifacts.deploy import command
 from laya_serverless.errors import DeployFailed
 from tests.conftest import tiny_choice_slice, write_goldens_file
 

@@ -2,7 +2,7 @@
 
 This session runs on one class. The int8 artifacts the `int8`-marked tests gate are built here, then
 their gate is replayed as an AVX2-only CPU under `qemu-x86_64-static -cpu Haswell`
-(`laya_artifacts.emulated`; cpuid says Haswell there, /proc/cpuinfo still shows the host). On an AVX2
+(`laya_artifacts.search.emulated`; cpuid says Haswell there, /proc/cpuinfo still shows the host). On an AVX2
 host both runs are the same class and the emulation path is still proven. Slices are small: emulation
 is slow (about 1.3 s per question on the tiny model), for fidelity, never timing.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from laya_artifacts.build import build_artifact
-from laya_artifacts.emulated import emulated_gate
-from laya_artifacts.goldens import load_goldens, write_goldens
+from laya_artifacts.goldens.record import load_goldens, write_goldens
+from laya_artifacts.search.emulated import emulated_gate
 from laya_serverless.artifact.cpu import read_cpuinfo
 from laya_serverless.gate.replay import run_gate
 from tests.conftest import golden_slice
@@ -141,8 +141,8 @@ def test_the_recipe_s_int8_matmul_is_bit_exact_between_vnni_and_avx2(tmp_path: P
     from onnx import TensorProto, helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from laya_artifacts.emulated import AVX2_CPU, QEMU
-    from laya_artifacts.quantize import REDUCE_RANGE, _quiet
+    from laya_artifacts.search.emulated import AVX2_CPU, QEMU
+    from laya_artifacts.search.quantize import REDUCE_RANGE, _quiet
 
     rng = np.random.default_rng(7)
     weights = (rng.standard_normal((768, 768)) * 0.05).astype(np.float32)

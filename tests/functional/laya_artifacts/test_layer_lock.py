@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts import lambda_package
 from laya_artifacts.build import write_manifest
-from laya_artifacts.runtime_lock import LOCK_FILE, LockError, check_lock, lock_sha256, runtime_pins
+from laya_artifacts.package import lambda_package
+from laya_artifacts.package.runtime_lock import LOCK_FILE, LockError, check_lock, lock_sha256, runtime_pins
 from laya_serverless.gate.replay import GateReport
 
 GOOD = "sha256:" + "ab" * 32

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts import search
-from laya_artifacts.export import GRAPH_FILE
-from laya_artifacts.mixes import probe_rows
+from laya_artifacts.export.onnx_export import GRAPH_FILE
+from laya_artifacts.search import precision as search
+from laya_artifacts.search.mixes import probe_rows
 from tests.conftest import golden_slice
 from tests.functional.laya_artifacts.test_build import fixed_speeds
 

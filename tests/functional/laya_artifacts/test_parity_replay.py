@@ -34,7 +34,7 @@ def test_the_replay_passes_both_splits_and_imports_no_torch(tiny_int8: Path, tin
 
 def test_the_bit_identity_check_runs_every_fourth_case_twice_and_catches_a_drifting_kernel(tiny_fp32: Path) -> None:
     """A kernel whose second run differs from its first fails the gate on the cases it runs twice."""
-    from laya_artifacts.goldens import load_goldens
+    from laya_artifacts.goldens.record import load_goldens
     from laya_serverless import Decider
     from laya_serverless.gate import replay as parity
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts import probe
 from laya_artifacts.cli import main
+from laya_artifacts.package import probe
 from tests.conftest import golden_slice
 
 pytestmark = [pytest.mark.slow,

@@ -1,4 +1,4 @@
-"""Quantization-aware fine-tuning (`laya_artifacts.qat`): the scheme it trains under is the artifact's own,
+"""Quantization-aware fine-tuning (`laya_artifacts.qat.finetune`): the scheme it trains under is the artifact's own,
 its data never leave the selection split, it resumes where it stopped, and a tuned copy is gated against the
 original's goldens, never its own. The model-running tests use the tiny ModernBERT and a few steps."""
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts.qat import QAT_RECORD, QatSettings, fine_tune
-from laya_artifacts.qat_build import check_reference, prepare_build
-from laya_artifacts.qat_data import held_out, selection_cases, training_cases
-from laya_artifacts.qat_scheme import quantized_linears
+from laya_artifacts.qat.build_plan import check_reference, prepare_build
+from laya_artifacts.qat.data import held_out, selection_cases, training_cases
+from laya_artifacts.qat.finetune import QAT_RECORD, QatSettings, fine_tune
+from laya_artifacts.qat.scheme import quantized_linears
 from laya_serverless.gate.splits import split_for
 from tests.conftest import GOLDENS, golden_slice, write_goldens_file
 
@@ -45,7 +45,7 @@ def test_the_training_data_come_from_the_selection_split_only() -> None:
 def test_a_part_of_the_generated_cases_is_measured_never_trained_on() -> None:
     """The fine-tune's own overfit check: one generated case in `held_out_every`, the same ones each run, never
     chosen by a training step; selection cases are always trained on."""
-    from laya_artifacts.qat import _Example, training_order
+    from laya_artifacts.qat.finetune import _Example, training_order
 
     cases, _ = training_cases(_goldens(), seed=0)
     settings = QatSettings(steps=5 * len(cases))
@@ -88,8 +88,8 @@ def test_the_fake_quantization_is_onnxruntime_s_dynamic_int8(tmp_path: Path) -> 
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from laya_artifacts.qat_scheme import attach_fake_quant
-    from laya_artifacts.quantize import REDUCE_RANGE
+    from laya_artifacts.qat.scheme import attach_fake_quant
+    from laya_artifacts.search.quantize import REDUCE_RANGE
 
     torch.manual_seed(0)
     model = torch.nn.Module()
@@ -119,9 +119,9 @@ def test_the_fake_quantization_is_onnxruntime_s_dynamic_int8(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_the_fake_quantized_linears_are_the_exported_encoder_matmuls(tiny_modernbert: tuple[Path, Path]) -> None:
-    from laya_artifacts.export import load_reference
-    from laya_artifacts.qat_scheme import _node_name
-    from laya_artifacts.quantize import encoder_matmuls
+    from laya_artifacts.export.onnx_export import load_reference
+    from laya_artifacts.qat.scheme import _node_name
+    from laya_artifacts.search.quantize import encoder_matmuls
 
     checkpoint, export = tiny_modernbert
     model, _, _ = load_reference(checkpoint)
@@ -140,7 +140,7 @@ def _small_goldens(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_a_stopped_fine_tune_resumes_to_the_same_weights(tiny_modernbert: tuple[Path, Path],
                                                           tmp_path: Path) -> None:
-    from laya_artifacts.goldens import load_goldens, weights_sha256
+    from laya_artifacts.goldens.record import load_goldens, weights_sha256
 
     checkpoint = tiny_modernbert[0]
     goldens = load_goldens(_small_goldens(tmp_path / "goldens"))
@@ -176,9 +176,9 @@ def test_a_quantization_aware_build_gates_the_copy_against_the_original(
         tiny_modernbert: tuple[Path, Path], tmp_path: Path) -> None:
     """Published or refused, the gate's reference is the original: its goldens, its hash in the manifest or the
     report, the fine-tune's trade-off beside the gate's figures."""
-    from laya_artifacts import search
     from laya_artifacts.build import GateFailed, build_artifact
-    from laya_artifacts.goldens import weights_sha256
+    from laya_artifacts.goldens.record import weights_sha256
+    from laya_artifacts.search import precision as search
     from tests.functional.laya_artifacts.test_build import fixed_speeds
 
     checkpoint = tiny_modernbert[0]

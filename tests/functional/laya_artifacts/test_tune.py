@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from laya_artifacts import cli
-from laya_artifacts.tune_prices import Prices
+from laya_artifacts.tune.prices import Prices
 
 pytestmark = pytest.mark.slow
 

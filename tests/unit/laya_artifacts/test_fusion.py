@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
-from laya_artifacts.fusion import MARKER_DOMAIN, fused_attention, to_multi_head_attention  # noqa: E402
+from laya_artifacts.export.fusion import MARKER_DOMAIN, fused_attention, to_multi_head_attention  # noqa: E402
 
 HEADS, HEAD_DIM, TOKENS = 4, 8, 7
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from laya_artifacts.cli import main as cli
-from laya_artifacts.gate_corpus import (
+from laya_artifacts.goldens.corpus import (
     SPLITS,
     GateCasesError,
     builtin_cases,
@@ -19,7 +19,13 @@ from laya_artifacts.gate_corpus import (
     split_for,
     summarize,
 )
-from laya_artifacts.goldens import SHIPPED_GOLDENS, load_goldens, recorded_goldens, shipped_goldens, weights_sha256
+from laya_artifacts.goldens.record import (
+    SHIPPED_GOLDENS,
+    load_goldens,
+    recorded_goldens,
+    shipped_goldens,
+    weights_sha256,
+)
 from laya_serverless.core.questions import parse_questions
 from tests.conftest import GOLDENS
 

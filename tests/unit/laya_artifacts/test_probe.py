@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts import aarch64_python, probe
-from laya_artifacts.arm64_classes import CLASS_CPUS
 from laya_artifacts.cli import main
+from laya_artifacts.package import aarch64_python, probe
+from laya_artifacts.search.arm64_classes import CLASS_CPUS
 
 
 @pytest.mark.parametrize(("arch", "message"), [

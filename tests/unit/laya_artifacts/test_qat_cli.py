@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from laya_artifacts.cli import _qat_settings, parser
-from laya_artifacts.qat import QatSettings
+from laya_artifacts.qat.finetune import QatSettings
 
 
 def test_the_fine_tune_options_become_its_recipe() -> None:

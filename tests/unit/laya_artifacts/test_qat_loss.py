@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from laya_artifacts.qat import QatSettings, _Example, _loss  # noqa: E402
+from laya_artifacts.qat.finetune import QatSettings, _Example, _loss  # noqa: E402
 
 
 def _example(teacher_p: list[list[float]]) -> _Example:

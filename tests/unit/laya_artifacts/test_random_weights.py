@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from laya_artifacts.random_weights import _encoder_law, _head_law, generator
+from laya_artifacts.checkpoints.random_weights import _encoder_law, _head_law, generator
 
 
 class _Config:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts import search_records
-from laya_artifacts.search_records import int8_arithmetic, save_record, usable
+from laya_artifacts.search import records as search_records
+from laya_artifacts.search.records import int8_arithmetic, save_record, usable
 
 TOLERANCE = 0.02
 

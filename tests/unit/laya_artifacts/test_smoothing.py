@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from laya_artifacts.smoothing import smooth_graph, smoothing_scales  # noqa: E402
+from laya_artifacts.search.smoothing import smooth_graph, smoothing_scales  # noqa: E402
 
 WIDTH, OUT, OUTLIER = 64, 48, 5
 RNG = np.random.default_rng(7)

@@ -12,9 +12,9 @@ import pytest
 from botocore.stub import Stubber
 
 from laya_artifacts import cli
-from laya_artifacts.tune_aws import PowerTuningError, execution_input, to_decisions, tune_aws
-from laya_artifacts.tune_prices import Prices
-from laya_artifacts.tune_workload import read_workload
+from laya_artifacts.tune.power_tuning import PowerTuningError, execution_input, to_decisions, tune_aws
+from laya_artifacts.tune.prices import Prices
+from laya_artifacts.tune.workload import read_workload
 
 FUNCTION = "arn:aws:lambda:eu-west-1:123456789012:function:LayaServerless-Api"
 MACHINE = "arn:aws:states:eu-west-1:123456789012:stateMachine:powerTuningStateMachine-abc"

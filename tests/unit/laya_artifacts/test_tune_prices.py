@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts.tune_prices import PriceError, Prices
-from laya_artifacts.tune_workload import WorkloadError, read_workload, rest_event
+from laya_artifacts.tune.prices import PriceError, Prices
+from laya_artifacts.tune.workload import WorkloadError, read_workload, rest_event
 
 
 def test_the_shipped_table_is_dated_and_holds_the_published_prices() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from laya_artifacts.tune_quota import (
+from laya_artifacts.tune.quota import (
     PERIOD_US,
     UNCONSTRAINED,
     V1_SHARES,

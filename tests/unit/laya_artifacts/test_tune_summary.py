@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from laya_artifacts.tune import Samples, parse_configs, recommend, summarize
-from laya_artifacts.tune_prices import Prices
-from laya_artifacts.tune_quota import Quota
+from laya_artifacts.tune.measure import Samples, parse_configs, recommend, summarize
+from laya_artifacts.tune.prices import Prices
+from laya_artifacts.tune.quota import Quota
 
 ARCHES = ["x86_64", "arm64"]
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from laya_artifacts.cli import main as cli
-from laya_artifacts.publish import publish
-from laya_artifacts.rollback import HISTORY, rollback
-from laya_artifacts.sign import KmsSigner, LocalSigner, generate_key, sign_artifact, sign_published
+from laya_artifacts.deploy.publish import publish
+from laya_artifacts.deploy.rollback import HISTORY, rollback
+from laya_artifacts.deploy.sign import KmsSigner, LocalSigner, generate_key, sign_artifact, sign_published
 from laya_serverless import observe
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import SCHEMA, sha256_file, verify_artifact
@@ -336,8 +336,8 @@ def test_sign_writes_into_the_artifact_and_keygen_never_overwrites(local_key: tu
 def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: None, tmp_path: Path) -> None:
     import boto3
 
-    from laya_artifacts.deploy import signing_step
-    from laya_artifacts.sign import SIGNING_KEY_ALIAS
+    from laya_artifacts.deploy.command import signing_step
+    from laya_artifacts.deploy.sign import SIGNING_KEY_ALIAS
     from laya_infra.constants import SIGNING_KEY_ALIAS as STACK_ALIAS
 
     assert SIGNING_KEY_ALIAS == STACK_ALIAS  # the key the command makes is the one the stack would name

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless import ArtifactError, Decider
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file

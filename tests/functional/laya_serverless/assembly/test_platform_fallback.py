@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.platform import cpu_profile, int8_kernels
 from laya_serverless.artifact.store import LocalStore

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless import observe
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.store import LocalStore

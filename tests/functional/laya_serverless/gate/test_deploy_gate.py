@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless import ArtifactError
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels

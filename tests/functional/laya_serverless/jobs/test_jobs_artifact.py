@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.http.service import build_service
 from laya_serverless.local_edge.cli import main as cli

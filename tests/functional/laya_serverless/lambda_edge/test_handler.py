@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from laya_artifacts.publish import publish
+from laya_artifacts.deploy.publish import publish
 from laya_serverless.artifact.store import LocalStore
 from laya_serverless.lambda_edge.api_handler import make_handler
 from laya_serverless.local_edge.cli import main as cli
@@ -173,8 +173,8 @@ def test_invoke_logs_powertools_json_lines(environ: dict[str, str], monkeypatch:
 def test_power_tuning_payloads_are_events_the_handler_answers(environ: dict[str, str]) -> None:
     """`laya-artifacts tune --aws` hands Power Tuning these events: each one a decision request the handler answers
     in full (its answers are the decisions the cost is divided by)."""
-    from laya_artifacts.tune_aws import execution_input
-    from laya_artifacts.tune_workload import read_workload
+    from laya_artifacts.tune.power_tuning import execution_input
+    from laya_artifacts.tune.workload import read_workload
 
     requests = read_workload()
     document = execution_input("arn:aws:lambda:eu-west-1:123456789012:function:f", requests, [1024], num=8,

@@ -1,0 +1,1 @@
+"""The precision search: reduced-precision candidates, their mixes, records, and the int8 classes they hold on."""

@@ -1,0 +1,389 @@
+"""The precision search: the fastest reduced-precision encoder that passes the gate's selection split.
+
+1. Every fixed candidate (`quantize.FIXED_CANDIDATES`) is written, optimized offline and timed with
+   the FP32 graph: the median of `SPEED_RUNS` warm passes over a fixed batch of selection cases
+   (`speed_batch`), one session thread, in this process, the graphs' passes interleaved.
+2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
+   fastest first and stops at the first that passes: nothing slower can be chosen then.
+3. The mixes (`search/mixes.py`): the per-layer mix gates each encoder layer quantized alone (every MatMul
+   of it) on selection (max |dp|, hard mismatches), then adds layers least sensitive first while
+   selection still passes; the per-node mix does the same with single MatMuls (each alone measured on
+   a fixed slice of selection, every accumulated mix on all of it). Each is skipped when it cannot win:
+   when `encoder` (every layer) passed, or when a fixed candidate that passed is already faster than
+   `encoder`, the fastest any mix can be; the node mix too when the layer mix took every layer.
+4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as
+   fast as FP32 (a slower int8 graph buys nothing: FP32 is the right answer then, and the int8 target
+   fails).
+
+The confirmation split is never read here; `build.py` checks it once, on the chosen candidate.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
+from laya_artifacts.search.mixes import Mix, greedy_mix, probe_rows
+from laya_artifacts.search.quantize import (
+    FIXED_CANDIDATES,
+    LAYER_MIX,
+    NODE_MIX,
+    Candidate,
+    encoder_matmuls,
+    layer_candidate,
+    node_candidate,
+    optimize_offline,
+    quantize_candidate,
+)
+from laya_artifacts.search.smoothing import ALPHA, smooth_graph
+from laya_serverless import Decider
+from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
+from laya_serverless.artifact.targets import CPU_FP32
+from laya_serverless.gate.replay import SplitReport, gate_rows, row_split
+
+SELECTION = "selection"
+SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
+# A candidate must be at least this much faster than FP32: smaller gains sit inside the timing noise of a
+# shared machine and do not pay for int8's error. 0 (or None) lifts the rule, e.g. for size alone.
+MIN_SPEEDUP = 1.05
+CANDIDATE_NAMES = tuple(c.name for c in FIXED_CANDIDATES) + (LAYER_MIX, NODE_MIX)
+
+
+def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
+    """The candidates to search (all when none are named); `ValueError` naming any unknown one."""
+    names = list(candidates) if candidates else list(CANDIDATE_NAMES)
+    unknown = sorted(set(names) - set(CANDIDATE_NAMES))
+    if unknown:
+        raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
+    return names
+
+
+class SmoothingNotExact(ValueError):
+    """A smoothed FP32 graph moved the answers past the FP32 tolerance: that candidate is not built."""
+
+
+@dataclass
+class Trial:
+    """One candidate's graph, opened, timed and (once gated) measured on selection."""
+
+    candidate: Candidate
+    directory: Path
+    recipe: dict[str, Any]
+    decider: Decider | None = None
+    speed_ms: float | None = None
+    runs_ms: list[float] = field(default_factory=list)
+    selection: SplitReport | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.selection is not None and self.selection.passed
+
+    @property
+    def ms(self) -> float:
+        """The measured speed; only asked of timed trials."""
+        if self.speed_ms is None:
+            raise ValueError("%s was not timed" % self.candidate.name)
+        return self.speed_ms
+
+
+@dataclass
+class SearchResult:
+    chosen: Trial | None
+    record: dict[str, Any]
+
+
+def prepare_artifact(graph: Path, raw: Path, out_dir: Path) -> Path:
+    """`graph` optimized offline into `out_dir`, beside the export's tokenizer and decode config."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    optimize_offline(graph, out_dir / "model.onnx")
+    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+    copy_decode_config(raw, out_dir, optimized_offline=True)
+    return out_dir
+
+
+def selection_rows(goldens: dict[str, Any]) -> list[dict[str, Any]]:
+    return [row for row in goldens["rows"] if row_split(row) == SELECTION]
+
+
+def speed_batch(rows: Sequence[dict[str, Any]], n: int | None = None) -> list[dict[str, Any]]:
+    """A fixed batch of selection cases (SPEED_CASES, read when called), spread over the split in id order."""
+    n = SPEED_CASES if n is None else n
+    answerable = sorted((r for r in rows if r.get("markers")), key=lambda r: r["id"])
+    step = max(1, len(answerable) // n)
+    return answerable[::step][:n]
+
+
+def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
+                   runs: int | None = None) -> list[list[float]]:
+    """Milliseconds per pass over `batch` (one session run per case) for each decider, after one warm-up
+    pass each. The passes are interleaved (run 1 of every graph, then run 2, ...) so that a neighbour
+    slowing the machine for a while slows every graph alike instead of the one being timed then."""
+    runs = SPEED_RUNS if runs is None else runs
+    prepared = [prepared_rows(decider, batch) for decider in deciders]
+    timings: list[list[float]] = [[] for _ in deciders]
+    for run in range(runs + 1):
+        for decider, work, times in zip(deciders, prepared, timings, strict=True):
+            started = time.perf_counter()
+            for built, questions in work:
+                decider.run_rows(built, questions)
+            if run:  # the first pass warms each session up
+                times.append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+# How a search times its graphs: (trial names, their deciders, the speed batch) -> ms per pass, per run, per
+# decider. Tests inject fixed figures: which candidate wins a race on a loaded machine is not a behaviour.
+SpeedTimer = Callable[[Sequence[str], Sequence[Decider], Sequence[dict[str, Any]]], list[list[float]]]
+
+
+def wall_clock(_names: Sequence[str], deciders: Sequence[Decider],
+               batch: Sequence[dict[str, Any]]) -> list[list[float]]:
+    """The search's default timer: `measure_speeds` on this machine, now."""
+    return measure_speeds(deciders, batch)
+
+
+def _figures(report: SplitReport) -> str:
+    return "max|dp| %.4f p99 %.4f median %.2g, max|d act| %.4f, hard %d, near-tie %d, failures %d" % (
+        report.max_probability_error, report.p99_probability_error, report.median_probability_error,
+        report.max_action_error, len(report.hard_mismatches), len(report.near_tie_flips), len(report.failures))
+
+
+class _Search:
+    def __init__(self, fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
+                 threads: int, progress: Callable[[str], None], timer: SpeedTimer) -> None:
+        self.fp32_graph, self.raw, self.scratch, self.target = fp32_graph, raw, scratch, target
+        self.threads, self.progress, self.timer = threads, progress, timer
+        self.rows = selection_rows(goldens)
+        self.batch = speed_batch(self.rows)
+        self._feeds: list[Any] | None = None
+        self._smoothed: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
+
+    def calibration(self) -> list[Any]:
+        """The calibration cases: the probe slice of selection (`mixes.probe_rows`) as graph inputs, built once."""
+        if self._feeds is None:
+            reader = Decider.from_artifact(self.raw, verify=False, threads=self.threads)
+            self._feeds = calibration_feeds(reader, probe_rows(self.rows))
+        return self._feeds
+
+    def smoothed(self, candidate: Candidate) -> tuple[Path, dict[str, Any]]:
+        """The FP32 graph smoothed for `candidate`'s MatMuls, once per (alpha, MatMuls), and its fold check: the
+        smoothed FP32 graph must still pass the FP32 tolerance on the probe slice, or the rewrite was not exact."""
+        chosen = encoder_matmuls(self.fp32_graph).select(candidate)
+        key = (candidate.smoothing, tuple(chosen))
+        if key not in self._smoothed:
+            folder = self.scratch / ("smoothed-%d" % len(self._smoothed))
+            graph = self.scratch / ("%s.onnx" % folder.name)
+            done = smooth_graph(self.fp32_graph, graph, chosen, self.calibration(), alpha=candidate.smoothing or ALPHA)
+            check = gate_rows(Decider.from_artifact(prepare_artifact(graph, self.raw, folder), verify=False,
+                                                    threads=self.threads),
+                              probe_rows(self.rows), CPU_FP32, SELECTION, repeat=False)
+            self.progress("    smoothing (alpha %g, %d groups: %d folded into LayerNorm, %d by Mul) in FP32: %s"
+                          % (done["alpha"], done["groups"], done["folded_into_layernorm"], done["scaled_by_mul"],
+                             _figures(check)))
+            if not check.passed:
+                raise SmoothingNotExact("the smoothed FP32 graph misses the FP32 tolerance %g on the probe slice: %s"
+                                        % (check.tolerance, _figures(check)))
+            shutil.rmtree(folder, ignore_errors=True)
+            self._smoothed[key] = graph, dict(done, fp32_check=check.summary())
+        return self._smoothed[key]
+
+    def build(self, candidate: Candidate) -> Trial:
+        folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
+        graph = self.scratch / ("%s.onnx" % folder.name)
+        source, smoothing = self.smoothed(candidate) if candidate.smoothing is not None else (self.fp32_graph, None)
+        recipe = quantize_candidate(source, graph, candidate,
+                                    self.calibration() if candidate.method == "static-int8" else None)
+        if smoothing is not None:
+            recipe["smoothing"] = smoothing
+        trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
+        trial.decider = Decider.from_artifact(folder, verify=False, threads=self.threads)
+        return trial
+
+    def time(self, trials: Sequence[Trial]) -> None:
+        """Time `trials` together (the default timer interleaves them: `measure_speeds`)."""
+        deciders = [t.decider for t in trials]
+        assert all(d is not None for d in deciders)
+        names = [t.candidate.name for t in trials]
+        for trial, runs in zip(trials, self.timer(names, deciders, self.batch), strict=True):  # type: ignore[arg-type]
+            trial.runs_ms, trial.speed_ms = runs, statistics.median(runs)
+
+    def gate(self, trial: Trial, rows: Sequence[dict[str, Any]] | None = None) -> SplitReport:
+        """`trial` on the selection split (or on `rows`, a slice of it: `mixes.probe_rows`)."""
+        assert trial.decider is not None
+        trial.selection = gate_rows(trial.decider, self.rows if rows is None else list(rows), self.target, SELECTION,
+                                    repeat=False)
+        return trial.selection
+
+    @staticmethod
+    def figures(report: SplitReport) -> str:
+        return _figures(report)
+
+
+def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"name": trial.candidate.name, "recipe": trial.recipe,
+                              "speed_ms": trial.speed_ms, "runs_ms": trial.runs_ms,
+                              "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
+                              "selection": trial.selection.summary() if trial.selection else None}
+    if skipped:
+        record["skipped"] = skipped
+    return record
+
+
+def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: float | None) -> str:
+    if chosen is not None:
+        return "fastest of the candidates that passed selection (%s): %.1f ms, x%.2f vs fp32" % (
+            ", ".join(passing), chosen.ms, fp32_ms / chosen.ms)
+    if passing:
+        return "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
+            ", ".join(passing), min_speedup or 0, fp32_ms)
+    return "no candidate passed selection"
+
+
+def _mix_skipped(name: str, names: Sequence[str], trials: Sequence[Trial], passed_fastest: Trial | None,
+                 exhaustive: bool) -> str | None:
+    """Why a mix is not searched (it cannot win, or was not asked for), or None."""
+    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
+    if name not in names:
+        return "not requested"
+    if whole is not None and whole.passed:
+        return "encoder (every layer) passed: no mix can be faster"
+    if not exhaustive and passed_fastest is not None and whole is not None and passed_fastest.ms <= whole.ms:
+        return "%s passed and is already faster than encoder, the fastest any mix can be" % (
+            passed_fastest.candidate.name)
+    return None
+
+
+def _mixes(search: _Search, names: Sequence[str], trials: list[Trial], baseline: Trial, passed_fastest: Trial | None,
+           exhaustive: bool) -> dict[str, Any]:
+    """The layer mix, then the node mix (`search/mixes.py`), each searched unless it cannot win; a passing mix is timed
+    against FP32 again (scaled to the first FP32 figure) and joins `trials`. Returns their records."""
+    matmuls = encoder_matmuls(search.fp32_graph)
+    found: dict[str, Mix] = {}
+    records: dict[str, Any] = {}
+    for name, kind in ((LAYER_MIX, "layer"), (NODE_MIX, "node")):
+        skipped = _mix_skipped(name, names, trials, passed_fastest, exhaustive)
+        layer_mix = found.get("layer")
+        if skipped is None and kind == "node" and layer_mix is not None and layer_mix.units == matmuls.layers:
+            skipped = "the layer mix took every layer: no node mix can be faster"
+        if skipped is not None:
+            records[name.replace("-", "_")] = {"skipped": skipped}
+            continue
+        if kind == "layer":
+            search.progress("    per-layer sensitivity on selection (%d layers)" % len(matmuls.layers))
+            mix = greedy_mix(search, "layer", matmuls.layers, lambda units: layer_candidate(units),
+                             lambda layer: {"layer": layer})
+        else:
+            probes = probe_rows(search.rows)
+            search.progress("    per-node sensitivity on %d selection rows (%d MatMuls)" % (len(probes),
+                                                                                        len(matmuls.nodes)))
+            mix = greedy_mix(search, "node", list(matmuls.nodes), lambda units: node_candidate(units),
+                             lambda node: {"node": node, "layer": matmuls.nodes[node][0],
+                                           "part": matmuls.nodes[node][1]}, probes)
+        found[kind], records[name.replace("-", "_")] = mix, mix.record()
+        if mix.best is None:
+            search.progress("    %s: no %s passes selection on its own; no mix" % (name, kind))
+            continue
+        best = mix.best
+        best.candidate = layer_candidate(mix.units, LAYER_MIX) if kind == "layer" else node_candidate(mix.units,
+                                                                                                     NODE_MIX)
+        best.recipe = dict(best.recipe, name=name)
+        again = Trial(baseline.candidate, baseline.directory, {}, baseline.decider)
+        search.time([again, best])
+        best.speed_ms = (baseline.speed_ms or 0.0) * best.ms / (again.speed_ms or 1.0)
+        trials.append(best)
+        search.progress("    %s (%d %ss): %.1f ms, x%.2f vs fp32" % (name, len(mix.units), kind, best.ms,
+                                                                   (baseline.speed_ms or 0.0) / best.ms))
+    records["layer_sensitivity"] = records.get("layer_mix", {}).get("sensitivity", [])
+    return records
+
+
+def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:
+    """The requested fixed candidates built, and a record for each that could not be (its smoothing not exact)."""
+    trials: list[Trial] = []
+    unbuilt: list[dict[str, Any]] = []
+    for candidate in FIXED_CANDIDATES:
+        if candidate.name not in names:
+            continue
+        try:
+            trials.append(search.build(candidate))
+        except SmoothingNotExact as exc:
+            search.progress("    %s not built: %s" % (candidate.name, exc))
+            unbuilt.append({"name": candidate.name, "recipe": candidate.as_dict(), "skipped": str(exc)})
+    return trials, unbuilt
+
+
+def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
+                     candidates: Sequence[str] | None = None, exhaustive: bool = False,
+                     min_speedup: float | None = MIN_SPEEDUP, threads: int = SEARCH_THREADS,
+                     progress: Callable[[str], None] = lambda _m: None,
+                     timer: SpeedTimer = wall_clock) -> SearchResult:
+    """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
+    names = check_candidate_names(candidates)
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer)
+    if not search.rows:
+        raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
+    baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
+    baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
+    trials, unbuilt = _build_fixed(search, names)
+    search.time([baseline, *trials])
+    fp32_ms = baseline.speed_ms or 0.0
+    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved)"
+             % (fp32_ms, len(search.batch), SPEED_RUNS))
+    for trial in trials:
+        progress("    %s (%s): %.1f ms, x%.2f vs fp32" % (trial.candidate.name, trial.candidate.description,
+                                                          trial.ms, fp32_ms / trial.ms))
+    skipped: dict[str, str] = {}
+    passed_fastest: Trial | None = None
+    for trial in sorted(trials, key=lambda t: t.ms) if not exhaustive else trials:
+        if passed_fastest is not None and not exhaustive:
+            skipped[trial.candidate.name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
+            continue
+        report = search.gate(trial)
+        progress("    %s on selection: %s: %s" % (trial.candidate.name, _figures(report),
+                                                  "passed" if report.passed else "failed"))
+        if report.passed and (passed_fastest is None or trial.ms < passed_fastest.ms):
+            passed_fastest = trial
+    mixes = _mixes(search, names, trials, baseline, passed_fastest, exhaustive)
+    eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
+                                                                  fp32_ms / t.ms >= min_speedup)]
+    chosen = min(eligible, key=lambda t: t.ms) if eligible else None
+    why = _why(chosen, [t.candidate.name for t in trials if t.passed], fp32_ms, min_speedup)
+    progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
+    record = {
+        "policy": "fastest candidate passing selection and at least x%g as fast as fp32; confirmation checked "
+                  "once on it" % (min_speedup or 0),
+        "mode": "exhaustive" if exhaustive else "fastest-first",
+        "split": SELECTION, "selection_rows": sum(len(r.get("markers", [])) for r in search.rows),
+        "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": SPEED_RUNS,
+                  "warmup_runs": 1, "statistic": "median ms per pass, one session run per case",
+                  "threads": threads},
+        "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms,
+        "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials] + unbuilt,
+        **mixes,
+        "chosen": chosen.candidate.name if chosen else None, "why": why,
+    }
+    return SearchResult(chosen, record)
+
+
+def reuse_decision(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
+                   candidate: Candidate, record_path: Path, threads: int = SEARCH_THREADS,
+                   progress: Callable[[str], None] = lambda _m: None) -> SearchResult:
+    """An earlier search's choice (`search_records`), built and gated on selection without searching again."""
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, wall_clock)
+    trial = search.build(candidate)
+    report = search.gate(trial)
+    progress("    %s (the recorded choice) on selection: %s: %s"
+             % (candidate.name, _figures(report), "passed" if report.passed else "failed"))
+    why = "the search record %s chose it; not searched again (--research searches)" % record_path.name
+    record = {"policy": "reused: %s" % why, "mode": "reused", "reused_record": record_path.name,
+              "split": SELECTION, "candidates": [{"name": candidate.name, "recipe": trial.recipe,
+                                                  "selection": report.summary()}],
+              "chosen": candidate.name if report.passed else None,
+              "why": why if report.passed else "the recorded choice %s failed selection here" % candidate.name}
+    return SearchResult(trial if report.passed else None, record)

@@ -285,6 +285,14 @@ def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
         staged.device_configuration["quantization_aware"] = tuned
 
 
+def refusal(out_dir: Path, report: GateReport) -> str:
+    """Why nothing was built, in the search's words: "gate failed" or "gate passed (...), but not faster"."""
+    reason = report.notes[-1] if report.notes else "see the report"
+    if report.search is not None and report.search.get("chosen") is None:
+        return "no %s artifact for %s: %s" % (report.target, out_dir, reason.removeprefix("nothing to confirm: "))
+    return "the parity gate failed for %s (%s)" % (out_dir, reason)
+
+
 def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
                    revision: str | None = None, goldens_path: Path | None = None,
                    gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
@@ -329,7 +337,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
         Path(checkpoint_dir), goldens, target, candidates, min_speedup, search_records, progress)
     if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
         _write_report(out_dir, refused, progress)
-        raise GateFailed("the parity gate failed for %s (%s)" % (out_dir, refused.report.notes[-1]), refused.report)
+        raise GateFailed(refusal(out_dir, refused.report), refused.report)
     with tempfile.TemporaryDirectory(prefix="laya-build-") as scratch:
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
@@ -348,9 +356,7 @@ def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: st
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
     if not report.passed or decode is None:
-        reason = report.notes[-1] if report.notes else "see the report"
-        raise GateFailed("the parity gate failed for %s (%s); report: %s" % (out_dir, reason, out_dir / REPORT_TEXT),
-                         report)
+        raise GateFailed("%s; report: %s" % (refusal(out_dir, report), out_dir / REPORT_TEXT), report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
                   "weights_sha256": weights_sha256(Path(checkpoint_dir)),

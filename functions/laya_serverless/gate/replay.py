@@ -177,7 +177,7 @@ def search_table(search: dict[str, Any]) -> str:
         lines.append("    %-24s %-6s max|dp| %-8.3g p99 %-8.3g hard %-3s %s" % (
             c["name"], "pass" if sel.get("passed") else "fail", sel.get("max_probability_error", float("nan")),
             sel.get("p99_probability_error", float("nan")), sel.get("hard_mismatches", "-"),
-            "%.1f ms (x%.2f)" % (c["speed_ms"], c["speedup"]) if c.get("speed_ms") else c.get("skipped", "")))
+            "%.1f ms (x%.3f)" % (c["speed_ms"], c["speedup"]) if c.get("speed_ms") else c.get("skipped", "")))
     for layer in search.get("layer_sensitivity", []):
         lines.append("    layer %-2d alone: max|dp| %.3g, hard %d" % (
             layer["layer"], layer["max_probability_error"], layer["hard_mismatches"]))

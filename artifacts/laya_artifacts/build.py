@@ -231,8 +231,8 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     if target == targets.CPU_FP32:
         progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL, tolerance))
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
-        return Staged(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS), {"weights": "fp32"},
-                      _optimized_offline())
+        gated = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
+        return Staged(gated, {"weights": "fp32"}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
     result = _search(checkpoint_dir, raw, scratch, goldens, target, progress, candidates=candidates,
                      exhaustive=exhaustive, min_speedup=min_speedup, timer=timer, records=records, research=research)
@@ -243,7 +243,7 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     for path in chosen.directory.iterdir():
         shutil.copy(path, out_dir / path.name)
     progress("    confirming %s once on both splits (confirmation unseen until now)" % chosen.candidate.name)
-    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
     report.search = result.record
     if not report.passed:
         report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "

@@ -53,3 +53,16 @@ def test_build_name_names_the_default_output_folder(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(build, "build_artifact", lambda _c, _t, out, **_kw: (seen.setdefault("out", out), None))
     assert main(["build", str(tmp_path), "--name", "tiny", "--target", "cpu-fp32"]) == 0
     assert seen["out"] == Path(".cache/artifacts/tiny-cpu-fp32")
+
+
+def test_a_long_gate_says_how_far_it_is_and_when_it_ends() -> None:
+    from laya_serverless.gate.replay import ticker
+
+    said: list[str] = []
+    tick = ticker(said.append, "selection", every=0.0)
+    for done in range(3):
+        tick(done, 3)
+    tick(3, 3)
+    assert said == ["    gate selection: %d/3 cases" % n for n in range(4)]
+    quiet = ticker(None, "selection")
+    quiet(3, 3)

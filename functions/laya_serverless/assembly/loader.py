@@ -226,7 +226,10 @@ def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None 
             deployment.served_on.artifacts = again.served_on.artifacts
         return again.deciders, again.revisions
 
-    registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
+    # routing.repo names what serves: the stored checkpoint (`demo`, a user's folder, a hub id), never upstream's
+    # bundle for a checkpoint that is not it.
+    served = loaded.served_on.artifacts if loaded.served_on is not None else {}
+    registry = Registry({name: served[name][0] if name in served else name for name in loaded.deciders})
     deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
                             loaded.fallbacks, loaded.served_on)
     return Assembled(deployment, registry, loaded, store)

@@ -89,4 +89,6 @@ def test_with_no_int8_published_the_default_target_serves_fp32_and_says_so(tiny_
     assert health["loaded"] == ["english"]
     assert health["target_fallbacks"]["english"] == {
         "served": "cpu-fp32", "reason": "no cpu-int8 artifact is published for tiny-modernbert"}
-    assert app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
+    answered = app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS})
+    assert answered.status_code == 200
+    assert answered.json()["routing"]["repo"] == "tiny-modernbert"  # what serves, not upstream's bundle

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,8 @@ def running(environ: dict[str, str]) -> Iterator[Any]:
         assert process.stderr is not None
         for line in process.stderr:
             if "ready:" in line or "error:" in line:
+                # the rest is read, never left to fill the pipe and stall the server
+                threading.Thread(target=process.stderr.read, daemon=True).start()
                 return line.strip(), "http://127.0.0.1:%d" % port
         raise AssertionError("%s ended without a ready line (exit %s)" % (command, process.wait(WAIT)))
 
@@ -59,6 +62,8 @@ def running(environ: dict[str, str]) -> Iterator[Any]:
     for process in started:
         process.terminate()
         process.wait(WAIT)
+        assert process.stderr is not None
+        process.stderr.close()
 
 
 def _decide(url: str) -> dict[str, Any]:

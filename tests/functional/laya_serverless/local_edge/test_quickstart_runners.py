@@ -44,6 +44,7 @@ def _cli(environ: dict[str, str], *args: str) -> list[str]:
 def running(environ: dict[str, str]) -> Iterator[Any]:
     """Start a runner; yields (its ready line, its URL) once it says `ready:`."""
     started: list[subprocess.Popen[str]] = []
+    readers: list[threading.Thread] = []
 
     def start(command: str, *args: str) -> tuple[str, str]:
         port = free_port()
@@ -54,7 +55,8 @@ def running(environ: dict[str, str]) -> Iterator[Any]:
         for line in process.stderr:
             if "ready:" in line or "error:" in line:
                 # the rest is read, never left to fill the pipe and stall the server
-                threading.Thread(target=process.stderr.read, daemon=True).start()
+                readers.append(threading.Thread(target=process.stderr.read, daemon=True))
+                readers[-1].start()
                 return line.strip(), "http://127.0.0.1:%d" % port
         raise AssertionError("%s ended without a ready line (exit %s)" % (command, process.wait(WAIT)))
 
@@ -62,6 +64,9 @@ def running(environ: dict[str, str]) -> Iterator[Any]:
     for process in started:
         process.terminate()
         process.wait(WAIT)
+    for reader in readers:
+        reader.join(WAIT)
+    for process in started:
         assert process.stderr is not None
         process.stderr.close()
 

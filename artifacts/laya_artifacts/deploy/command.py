@@ -310,13 +310,33 @@ def cdk_runner(infra: Path = INFRA_DIR, python_bin: Path | None = None) -> RunCd
     return run
 
 
-def aws_seams() -> Seams:
-    """boto3's default session (the credentials and region `cdk deploy` uses too) and the real CDK CLI."""
+def aws_region(environ: Mapping[str, str], configured: str | None) -> str:
+    """The region `cdk deploy` deploys to: AWS_REGION, else boto3's (AWS_DEFAULT_REGION, then the profile's)."""
+    region = (environ.get("AWS_REGION") or "").strip() or configured
+    if not region:
+        raise DeployFailed("no AWS region is configured: set AWS_REGION (or AWS_DEFAULT_REGION), or a region in "
+                           "your profile (`aws configure`); cdk deploys there")
+    return region
+
+
+def check_credentials(sts: Any, progress: Progress) -> str:
+    """Before anything is built: the account these credentials reach (STS GetCallerIdentity), or one line."""
+    try:
+        account = str(sts.get_caller_identity()["Account"])
+    except Exception as exc:  # botocore's NoCredentialsError, an expired token, a refused call: all said the same
+        raise DeployFailed("no usable AWS credentials (%s): configure them (`aws configure`, AWS_PROFILE, or "
+                           "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); nothing was built"
+                           % (str(exc).strip() or type(exc).__name__), step="credentials") from exc
+    progress("AWS account %s" % account)
+    return account
+
+
+def aws_seams(environ: Mapping[str, str] | None = None) -> Seams:
+    """boto3's session in the region `cdk deploy` uses (`aws_region`), its credentials, and the real CDK CLI."""
     import boto3
 
     session = boto3.Session()
-    if not session.region_name:
-        raise DeployFailed("no AWS region is configured: set AWS_REGION or run `aws configure` (cdk deploys there)")
+    session = boto3.Session(region_name=aws_region(os.environ if environ is None else environ, session.region_name))
     return Seams(s3=session.client("s3"), sts=session.client("sts"), secrets=session.client("secretsmanager"),
                  run_cdk=cdk_runner(), kms=session.client("kms"))
 
@@ -345,6 +365,7 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
         built = build_step(request, resolve, build, progress)
         return built, plan_context(request.context, built, progress)
 
+    check_credentials(seams.sts, progress)   # minutes of building must not end in "no credentials"
     built, context = _step(1, first, progress)
     bucket = _step(2, lambda: storage_step(seams.s3, seams.sts, context, progress), progress)
     context["artifact_bucket"] = bucket
@@ -365,5 +386,6 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
 
 
 __all__ = ["DEFAULT_ARTIFACT_PREFIX", "OUTPUTS", "STACK_NAME", "STEPS", "Built", "Deployed", "Request", "Seams",
-           "aws_seams", "build_step", "cdk_deploy_args", "cdk_runner", "deploy", "deploy_step", "gate_step",
-           "pipeline_builder", "plan_context", "publish_step", "signing_step", "storage_step"]
+           "aws_region", "aws_seams", "build_step", "check_credentials", "cdk_deploy_args", "cdk_runner", "deploy",
+           "deploy_step", "gate_step", "pipeline_builder", "plan_context", "publish_step", "signing_step",
+           "storage_step"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
@@ -9,6 +11,7 @@ from laya_infra.config import DeployConfig
 from laya_infra.constants import FEATURE_FLAGS, STACK_NAME
 from laya_infra.gpu_config import GpuConfig
 from laya_infra.stack import LayaServerlessStack
+from laya_infra.suppressions import nag_summary
 
 
 def build_app(context: dict[str, object] | None = None, outdir: str | None = None) -> cdk.App:
@@ -21,4 +24,4 @@ def build_app(context: dict[str, object] | None = None, outdir: str | None = Non
 
 
 if __name__ == "__main__":
-    build_app().synth()
+    print(nag_summary(build_app().synth(), STACK_NAME), file=sys.stderr)   # cdk-nag's run, visible

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,7 +62,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         sock = listening_socket(host, port)
     except OSError as exc:
-        _say("error: cannot listen on %s:%d: %s (set %s or --port)" % (host, port, exc.strerror or exc, PORT))
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        _say("error: cannot listen on %s:%d: %s (set %s or --port)" % (host, port, why, PORT))
         return 2
     _say("ready: http://%s:%d  (store %s, %s)" % (
         host, port, settings.deployment.store, served(app) if not refused else "serving 503s: %s" % refused))

@@ -86,3 +86,18 @@ def test_the_noise_is_how_far_the_per_round_means_moved() -> None:
 
     assert round_noise([10.0, 10.0, 12.0, 12.0], 2) == pytest.approx(1 / 11, abs=1e-4)
     assert round_noise([10.0, 12.0], 1) == 0.0
+
+
+@pytest.mark.parametrize("missing, words", [
+    (True, "demo-cpu-fp32: no such artifact directory (`make serve` builds .cache/artifacts/demo-cpu-fp32-<time>)"),
+    (False, "demo-cpu-fp32 is not an artifact directory: decode_config.json is missing"),
+])
+def test_tune_on_a_folder_that_is_not_an_artifact_is_one_line_naming_it(tmp_path, capsys, missing, words) -> None:
+    from laya_artifacts.cli import main
+
+    if not missing:
+        (tmp_path / "demo-cpu-fp32").mkdir()
+    assert main(["tune", str(tmp_path / "demo-cpu-fp32"), "--json", str(tmp_path / "o.json"), "--no-quota"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("[laya-artifacts] error: ") and words in lines[0]
+    assert not (tmp_path / "o.json").exists()

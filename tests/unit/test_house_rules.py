@@ -112,14 +112,15 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-def _floor(name: str) -> tuple[int, str]:
-    """(depth, the longest prefix naming `name`'s floor); depth 0 is the top."""
+def _floor(name: str, floors: list[tuple[str, tuple[str, ...]]] | None = None) -> tuple[int, str]:
+    """(depth, the longest prefix naming `name`'s floor) among `floors` (the runtime's by default); 0 is the top."""
+    floors = FLOORS if floors is None else floors
     best: tuple[int, str] | None = None
-    for depth, (_floor_name, prefixes) in enumerate(FLOORS):
+    for depth, (_floor_name, prefixes) in enumerate(floors):
         for prefix in prefixes:
             if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
                 best = (depth, prefix)
-    assert best is not None, "%s is on no floor; add it to FLOORS" % name
+    assert best is not None, "%s is on no floor; add it to its wing's floors" % name
     return best
 
 
@@ -167,14 +168,7 @@ MAX_BUILD_ROOT_MODULES = 10
 
 
 def _build_floor(name: str) -> tuple[int, str]:
-    """(depth, the longest prefix naming `name`'s floor) in the build wing; depth 0 is the top."""
-    best: tuple[int, str] | None = None
-    for depth, (_floor_name, prefixes) in enumerate(BUILD_FLOORS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
-                best = (depth, prefix)
-    assert best is not None, "%s is on no floor of the build wing; add it to BUILD_FLOORS" % name
-    return best
+    return _floor(name, BUILD_FLOORS)
 
 
 def _build_edges() -> list[tuple[str, str]]:

@@ -86,7 +86,8 @@ def _lookup(table: Mapping[str, float] | None, stored: str) -> float | None:
 def held(values: Mapping[str, Any], refuse: Callable[[str], Exception]) -> list[Held]:
     """Every checkpoint a function of this deployment holds (one session per served name), with its INIT peak;
     one of unknown size is refused naming the flag that gives it."""
-    deployed = runtime.fields()["deployed"].parse(values.get("deployed") or c.DEFAULT_DEPLOYED)
+    text = values.get("deployed") or c.DEFAULT_DEPLOYED
+    deployed = runtime.Settings.from_environ({runtime.DEPLOYED: text}).deployment.deployed
     found = []
     for served, stored in deployed.items():
         one = _one(served, stored, values)

@@ -51,7 +51,8 @@ def _serve_ranges_from_memory() -> None:
     once, so that a part costs the server its own bytes and the comparison measures the client."""
     from moto.s3.models import FakeKey
 
-    read = FakeKey.value.fget
+    original: Any = vars(FakeKey)["value"]   # the property, not its value
+    read = original.fget
     kept: dict[int, bytes] = {}
 
     def value(key: Any) -> bytes:
@@ -59,7 +60,7 @@ def _serve_ranges_from_memory() -> None:
             kept[id(key)] = read(key)
         return kept[id(key)]
 
-    FakeKey.value = property(value, FakeKey.value.fset)  # type: ignore[method-assign, assignment]
+    setattr(FakeKey, "value", property(value, original.fset))  # noqa: B010  (mypy: a property assigned)
 
 
 def _free_port() -> int:

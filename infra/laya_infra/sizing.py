@@ -104,11 +104,19 @@ def needed_mb(values: Mapping[str, Any], refuse: Callable[[str], Exception]) -> 
     checkpoints = held(values, refuse)
     needed = memory_for([one.peak_mb for one in checkpoints])
     if needed > c.MAX_MEMORY_MB:
-        first = checkpoints[0]
+        fits = _fitting(checkpoints)
         raise refuse(
             "one function cannot hold these checkpoints: at INIT they need %s MB (%s, +%d%% headroom; "
             "docs/deploy.md#memory), above Lambda's %s MB; the stack deploys no function per checkpoint yet, so serve "
-            "fewer from this stack (use -c deployed=%s=%s)"
+            "fewer from this stack (use -c deployed=%s)"
             % (format(needed, ","), " + ".join(one.describe() for one in checkpoints), round(c.INIT_HEADROOM * 100),
-               format(c.MAX_MEMORY_MB, ","), first.served, first.stored))
+               format(c.MAX_MEMORY_MB, ","), ",".join("%s=%s" % (one.served, one.stored) for one in fits)))
     return needed, checkpoints
+
+
+def _fitting(checkpoints: list[Held]) -> list[Held]:
+    """The longest run of the deployed checkpoints, in order, that one function can hold (at least the first)."""
+    count = 1
+    while count < len(checkpoints) and memory_for([one.peak_mb for one in checkpoints[:count + 1]]) <= c.MAX_MEMORY_MB:
+        count += 1
+    return checkpoints[:count]

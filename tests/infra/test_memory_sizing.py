@@ -51,7 +51,7 @@ def test_upstreams_three_checkpoints_at_real_size_are_refused_in_one_line_saying
     with pytest.raises(ConfigError) as refused:
         DeployConfig.from_context(context.get)
     message = str(refused.value)
-    assert "\n" not in message and "-c deployed=english=laya-en" in message
+    assert "\n" not in message and message.endswith("(use -c deployed=english=laya-en,multilingual=laya-m)")
     needed = int(re.search(r"they need ([\d,]+) MB", message).group(1).replace(",", ""))  # type: ignore[union-attr]
     assert needed > MAX_MEMORY_MB and needed >= sum(MEASURED_PEAK_MB[b] for b in
                                                     (ENGLISH_GRAPH_BYTES, MULTILINGUAL_GRAPH_BYTES,

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from botocore.response import StreamingBody
 
+from laya_serverless.artifact import transfer
 from laya_serverless.artifact.fetch import MemoryFile
 from laya_serverless.artifact.manifest import verify_file
 from laya_serverless.artifact.store import S3Store, open_store
@@ -104,6 +105,11 @@ def test_the_settings_choose_the_parts_and_refuse_a_bad_one() -> None:
     assert Settings.from_environ({}).deployment.download_parts == DownloadParts()
     with pytest.raises(SettingsError, match="invalid LAYA_DOWNLOAD_CONCURRENCY '0': must be an integer 1-64"):
         Settings.from_environ({"LAYA_DOWNLOAD_CONCURRENCY": "0"})
+
+
+def test_the_public_names_are_pinned() -> None:
+    assert transfer.__all__ == ["DEFAULT_CONCURRENCY", "DEFAULT_PARTS", "DEFAULT_PART_MB", "DownloadParts",
+                                "HashingSink", "download_parts"]
 
 
 def test_an_opened_s3_store_has_a_connection_per_part(moto_aws: Any) -> None:

@@ -20,6 +20,7 @@ BENCHMARKS = {
     "cpu-share": "busy latency under an emulated Lambda CPU quota: the runtime's thread sizing vs hand settings",
     "request-overhead": "time outside the graph per request, ours against upstream ONNXAgent on one graph",
     "arena": "RSS before and after one large pass: does onnxruntime's arena give its memory back",
+    "download": "S3 fetch of a large object: one stream against parallel ranged parts (local moto server)",
 }
 
 

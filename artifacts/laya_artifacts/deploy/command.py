@@ -25,7 +25,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -196,13 +196,22 @@ def plan_context(context: Mapping[str, str], built: Sequence[Built], progress: P
         why = "; ".join(by_name[s].refused.get(chosen, "not built") for s in lacking)
         raise DeployFailed("-c target=%s, but %s has no %s artifact (%s)" % (chosen, ", ".join(lacking), chosen, why))
     plan["target"] = chosen
-    # the functions' memory is sized for the largest graph they may load (the FP32 fallback included)
-    graphs = [path / GRAPH_FILE for name in stored for path in by_name[name].artifacts.values()
-              if (path / GRAPH_FILE).is_file()]
-    if graphs and "graph_mb" not in plan:
-        plan["graph_mb"] = str(math.ceil(max(g.stat().st_size for g in graphs) / 2**20))
+    if "graph_mb" not in plan:   # the stack sums what each checkpoint needs at INIT (infra/laya_infra/sizing.py)
+        sizes = graph_sizes({name: by_name[name].artifacts.values() for name in stored})
+        if sizes:
+            plan["graph_mb"] = sizes
     progress("serving %s as %s" % (plan["deployed"], chosen))
     return plan
+
+
+def graph_sizes(artifacts: Mapping[str, Iterable[Path]]) -> str:
+    """`-c graph_mb`: each stored checkpoint's largest graph (the FP32 fallback included), in whole MiB."""
+    sizes = {}
+    for name, paths in artifacts.items():
+        graphs = [path / GRAPH_FILE for path in paths if (path / GRAPH_FILE).is_file()]
+        if graphs:
+            sizes[name] = math.ceil(max(g.stat().st_size for g in graphs) / 2**20)
+    return ",".join("%s=%d" % item for item in sizes.items())
 
 
 def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progress) -> str:

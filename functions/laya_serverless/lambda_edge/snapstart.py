@@ -54,7 +54,7 @@ def recheck(serve: Serving, deployment: DeploymentSettings, store: ObjectStore |
     if serve.deployment is None or serve.deployment.served_on is None:  # nothing loaded, or assembled by hand
         return
     try:
-        store = store if store is not None else open_store(deployment.store)
+        store = store if store is not None else open_store(deployment.store, parts=deployment.download_parts)
         recheck_class(serve.deployment, deployment, cpu(), store)
     except Exception:  # whatever failed, never keep serving an int8 artifact whose gate missed this class
         _log.exception("after restore: the artifacts could not be chosen again for this CPU")

@@ -40,7 +40,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
-    store = open_store(settings.deployment.store)  # the process's one store: the app and the jobs engine share it
+    # The process's one store: the app and the jobs engine share it.
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts)
     app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
     if app.state.serving.unavailable is not None and not args.allow_unavailable:
         # Locally a deployment that cannot load is a typo or a missing publish: say so rather than serve 503s.

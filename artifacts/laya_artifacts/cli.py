@@ -31,6 +31,7 @@ def _build(args: argparse.Namespace) -> int:
     from laya_artifacts.build import GateFailed, build_artifact
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
     from laya_artifacts.goldens.corpus import GateCasesError, read_gate_cases
+    from laya_artifacts.spec import BuildSeams, BuildSpec
 
     try:  # users' rows are refused before anything else happens
         for path in args.gate_cases:
@@ -46,13 +47,13 @@ def _build(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:
-        artifact, _ = build_artifact(checkpoint, args.target, out, name=args.name or name, revision=revision,
-                                     goldens_path=args.goldens, gate_cases=args.gate_cases,
-                                     candidates=_candidates(args.candidates), exhaustive_search=args.exhaustive_search,
-                                     min_speedup=args.min_speedup, progress=_progress,
-                                     search_records=Path(args.search_records) if args.search_records else None,
-                                     research=args.research, emulate_classes=args.emulate_classes,
-                                     quantization_aware=_qat_settings(args))
+        spec = BuildSpec.of(args.target, name=args.name or name, revision=revision, goldens=args.goldens,
+                            gate_cases=args.gate_cases, candidates=_candidates(args.candidates),
+                            exhaustive_search=args.exhaustive_search, min_speedup=args.min_speedup,
+                            search_records=Path(args.search_records) if args.search_records else None,
+                            research=args.research, emulate_classes=args.emulate_classes,
+                            quantization_aware=_qat_settings(args))
+        artifact, _ = build_artifact(checkpoint, spec, out, seams=BuildSeams(progress=_progress))
     except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))

@@ -1,4 +1,4 @@
-"""A quantization-aware build (`build_artifact(..., quantization_aware=...)`): which checkpoint is exported and
+"""A quantization-aware build (`BuildSpec(..., quantization_aware=...)`): which checkpoint is exported and
 searched, and the rule that a tuned copy is gated against its original's goldens, never its own."""
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import GateFailed, OutputExists
 from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
 from laya_artifacts.goldens.corpus import builtin_cases, read_gate_cases
@@ -69,7 +70,6 @@ from laya_serverless.core.providers import (
     device_of_target,
     require_device,
 )
-from laya_serverless.errors import GateFailed
 from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
 from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
 
@@ -288,7 +288,7 @@ def _guards(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, seams: BuildSe
     require_device(device_of_target(spec.target), seams.placement)  # a cuda gate runs only on a GPU
     user_cases = [case for path in spec.gate_cases for case in read_gate_cases(path)]
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise FileExistsError("%s is not empty; builds never overwrite an artifact" % out_dir)
+        raise OutputExists("%s is not empty; builds never overwrite an artifact" % out_dir)
     return user_cases
 
 

@@ -28,16 +28,13 @@ def _candidates(value: str | None) -> list[str] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from laya_artifacts.build import GateFailed, build_artifact
+    from laya_artifacts.build import build_artifact
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
-    from laya_artifacts.goldens.corpus import GateCasesError, read_gate_cases
+    from laya_artifacts.goldens.corpus import read_gate_cases
     from laya_artifacts.spec import BuildSeams, BuildSpec
 
-    try:  # users' rows are refused before anything else happens
-        for path in args.gate_cases:
-            read_gate_cases(path)
-    except GateCasesError as exc:
-        return _fail(str(exc))
+    for path in args.gate_cases:  # users' rows are refused before anything else happens
+        read_gate_cases(path)
 
     try:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
@@ -54,7 +51,7 @@ def _build(args: argparse.Namespace) -> int:
                             research=args.research, emulate_classes=args.emulate_classes,
                             quantization_aware=_qat_settings(args))
         artifact, _ = build_artifact(checkpoint, spec, out, seams=BuildSeams(progress=_progress))
-    except (GateFailed, GateCasesError, FileExistsError, ValueError) as exc:
+    except ValueError as exc:  # argument validation (an unknown candidate); the build's own errors reach main
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
     if args.sign_key:
@@ -71,13 +68,10 @@ def _build(args: argparse.Namespace) -> int:
 
 def _goldens(args: argparse.Namespace) -> int:
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
-    from laya_artifacts.goldens.corpus import GateCasesError, gate_corpus
+    from laya_artifacts.goldens.corpus import gate_corpus
     from laya_artifacts.goldens.record import record_goldens, write_goldens
 
-    try:
-        cases = gate_corpus(args.gate_cases)
-    except GateCasesError as exc:
-        return _fail(str(exc))
+    cases = gate_corpus(args.gate_cases)
     checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     _progress("recording %d cases (%d question rows) with upstream laya" % (len(cases),
                                                                           sum(len(c["questions"]) for c in cases)))
@@ -156,17 +150,12 @@ def _context_flag(text: str) -> tuple[str, str]:
 
 def _deploy(args: argparse.Namespace) -> int:
     from laya_artifacts.deploy.command import Request, aws_seams, deploy
-    from laya_serverless.errors import DeployFailed
 
     request = Request(checkpoints=tuple(args.checkpoint) if args.checkpoint else None,
                       artifacts=tuple(Path(a) for a in args.artifact), targets=tuple(args.targets.split(",")),
                       context=dict(args.context), cdk_args=tuple(args.cdk_args), cache=Path(args.cache),
                       revision=args.revision)
-    try:
-        deployed = deploy(request, aws_seams(), _progress)
-    except DeployFailed as exc:
-        return _fail(str(exc))
-    print(deployed.url)
+    print(deploy(request, aws_seams(), _progress).url)
     return 0
 
 
@@ -346,13 +335,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from laya_serverless.errors import ArtifactError
+    from laya_serverless.errors import LayaError
 
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)   # `tune` records the command it ran
     try:
         return int(args.run(args))
-    except (ArtifactError, FileNotFoundError) as exc:
+    except (LayaError, FileNotFoundError) as exc:  # a BuildError, or the runtime's (ArtifactError): one line
         return _fail(str(exc))
 
 

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from laya_artifacts.errors import GateFailed
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE, LocalStore, pointer_key
 from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET
-from laya_serverless.errors import GateFailed
 
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}

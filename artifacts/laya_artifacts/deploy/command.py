@@ -40,10 +40,10 @@ from laya_artifacts.deploy.bucket import (
     ensure_lifecycle,
 )
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
+from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless.artifact.layout import GRAPH_FILE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
-from laya_serverless.errors import DeployFailed, GateFailed
 from laya_serverless.settings import DEPLOYED, Settings
 
 STEPS = ("build", "storage", "publish", "deploy", "deploy gate", "smoke test")

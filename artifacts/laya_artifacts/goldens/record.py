@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import GoldensError
 from laya_serverless.artifact.cpu import cpu_family
 from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.gate.splits import token_digest
@@ -129,7 +130,7 @@ def _record_rows(agent: Any, cases: Sequence[dict[str, Any]], rows: list[dict[st
             with torch.no_grad():
                 logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
             if not np.isfinite(logits).all():
-                raise RuntimeError("upstream returned non-finite logits for case %r" % case["id"])
+                raise GoldensError("upstream returned non-finite logits for case %r" % case["id"])
             row.update({
                 "token_ids_sha256": [token_digest(item["ids"]) for item in items],
                 "n_tokens": [len(item["ids"]) for item in items],

@@ -25,6 +25,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+from laya_artifacts.errors import PackageError
 from laya_artifacts.package.runtime_lock import ROOT
 
 DEFAULT_ROOT = ROOT / "build" / "aarch64-python"
@@ -139,7 +140,7 @@ def fetch_deb(pool_path: str, sha256: str, cache: Path, mirror: str) -> Path:
     found = sha256_of(partial)
     if found != sha256:
         partial.unlink()
-        raise RuntimeError("%s has sha256 %s, not the pinned %s: refused" % (pool_path, found, sha256))
+        raise PackageError("%s has sha256 %s, not the pinned %s: refused" % (pool_path, found, sha256))
     partial.replace(target)
     return target
 

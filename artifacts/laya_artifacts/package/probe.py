@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import ProbeError
 from laya_artifacts.package.lambda_package import DEFAULT_ASSET_DIR, find_python
 
 DRIVER = Path(__file__).resolve().parent / "package/probe_driver.py"
@@ -35,10 +36,6 @@ _X86_MODELS = {"haswell": "Haswell", "skylake-client": "Skylake-Client", "skylak
                "sapphirerapids": "SapphireRapids", "epyc": "EPYC"}
 FIDELITY_NOTE = "emulated for fidelity, never timing: these answers are the CPU class's, the speed is not"
 _MARK = "laya-probe:"
-
-
-class ProbeError(RuntimeError):
-    """The emulated package could not be run (no build, no emulator, or it failed): the message says which."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from laya_artifacts.errors import ProbeError
 from laya_artifacts.package.lambda_package import DEFAULT_ASSET_DIR, find_python
+from laya_serverless.command import Command
 
 DRIVER = Path(__file__).resolve().parent / "package/probe_driver.py"
 EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "search/emulated.py"   # read as a file, not imported
@@ -133,9 +134,7 @@ def _command(args: argparse.Namespace) -> int:
         return 2
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    probe = commands.add_parser("probe", help="answer cases with the built Lambda package of --arch under an emulated "
-                                "CPU (qemu user mode): fidelity, never timing")
+def _arguments(probe: argparse.ArgumentParser) -> None:
     probe.add_argument("artifact", help="an artifact directory (built, or published and fetched)")
     probe.add_argument("--arch", choices=ARCHES, default="arm64")
     probe.add_argument("--cpu", help="the qemu CPU model (default: %s)"
@@ -144,4 +143,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--out", required=True, help='OUT.json: each case id -> the answer, or {"error": message}')
     probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
                        help="where `laya-artifacts package` wrote <arch>/{layer,function}")
-    probe.set_defaults(run=_command)
+
+
+COMMAND = Command("probe", "answer cases with the built Lambda package of --arch under an emulated CPU (qemu user "
+                  "mode): fidelity, never timing", _arguments, _command)

@@ -6,9 +6,10 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from laya_serverless.command import Command
 
 if TYPE_CHECKING:
     from laya_artifacts.tune.prices import Prices
@@ -82,13 +83,10 @@ def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, reque
     return 0
 
 
-def add_tune(commands: argparse._SubParsersAction, progress: Callable[[str], None],
-             fail: Callable[[str], int]) -> None:
+def _arguments(tune: argparse.ArgumentParser) -> None:
     from laya_artifacts.tune.measure import CONFIG_HELP, DEFAULT_CONFIGS, DEFAULT_REQUESTS, DEFAULT_ROUNDS
     from laya_artifacts.tune.power_tuning import DEFAULT_NUM
 
-    tune = commands.add_parser("tune", help="time an artifact under each Lambda memory size's CPU share and price "
-                                            "a decision per size and architecture (docs/deploy.md#choosing-a-size)")
     tune.add_argument("artifact", nargs="?", help="an artifact directory (not needed with --aws)")
     tune.add_argument("--memory", default="1024,2048,3008", metavar="MB[,MB]", help="sizes (default %(default)s)")
     tune.add_argument("--arch", default="x86_64,arm64", metavar="A[,A]",
@@ -120,5 +118,9 @@ def add_tune(commands: argparse._SubParsersAction, progress: Callable[[str], Non
     aws.add_argument("--bearer-env", metavar="NAME",
                      help="an environment variable holding the API key (it is sent in every payload, so it is "
                           "stored in the execution's history)")
-    tune.set_defaults(run=_tune, progress=progress, fail=fail)   # the CLI's own reporting
+
+
+# `args.progress` and `args.fail` are the CLI's own reporting, set on every command by `cli.parser`.
+COMMANDS = (Command("tune", "time an artifact under each Lambda memory size's CPU share and price a decision per size "
+                    "and architecture (docs/deploy.md#choosing-a-size)", _arguments, _tune),)
 

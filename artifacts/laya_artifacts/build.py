@@ -23,11 +23,12 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.checkpoints.sources import weights_sha256
 from laya_artifacts.errors import GateFailed, OutputExists
 from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
-from laya_artifacts.goldens.corpus import builtin_cases, read_gate_cases
-from laya_artifacts.goldens.record import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from laya_artifacts.goldens.corpus import read_gate_cases
+from laya_artifacts.goldens.record import GOLDENS_FILE, goldens_for_build
 from laya_artifacts.package.runtime_lock import runtime_record
 from laya_artifacts.qat.build_plan import prepare_build, trade_off
 from laya_artifacts.search.int8_classes import int8_classes
@@ -152,24 +153,6 @@ def _write_report(out_dir: Path, staged: Staged, progress: Callable[[str], None]
         progress("cpu retry: %s" % ("gated, allowed" if retry.passed else "failed its gate: out-of-memory is a 503"))
 
 
-def _goldens_for(checkpoint_dir: Path, name: str, revision: str | None, goldens_path: Path | None,
-                 user_cases: list[dict[str, Any]], progress: Callable[[str], None]) -> dict[str, Any]:
-    if goldens_path is None:
-        cases = builtin_cases() + user_cases
-        progress("1/4 recording the gate corpus with upstream laya (PyTorch CPU FP32): %d cases, %d rows%s"
-                 % (len(cases), sum(len(c["questions"]) for c in cases),
-                    ", %d of them yours" % len(user_cases) if user_cases else ""))
-        return record_goldens(Path(checkpoint_dir), name, revision, cases=cases, progress=progress)
-    progress("1/4 reading goldens from %s" % goldens_path)
-    goldens = load_goldens(Path(goldens_path))
-    if goldens.get("checkpoint", {}).get("weights_sha256") != weights_sha256(Path(checkpoint_dir)):
-        progress("    note: the goldens were recorded from other weights than %s" % checkpoint_dir)
-    if user_cases:
-        progress("    recording your %d gate cases with upstream laya" % len(user_cases))
-        goldens = merge_goldens(goldens, record_goldens(Path(checkpoint_dir), name, revision, cases=user_cases))
-    return goldens
-
-
 def _optimized_offline() -> dict[str, Any]:
     return {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}
 
@@ -281,10 +264,8 @@ def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
 
 
 def _guards(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, seams: BuildSeams) -> list[dict[str, Any]]:
-    """Everything refused before any work: the target, the candidates, the device, users' rows, the output."""
-    if spec.target not in TARGETS:
-        raise ValueError("unknown target %r; choose one of %s" % (spec.target, ", ".join(TARGETS)))
-    check_candidate_names(spec.candidates)
+    """Everything refused before any work (the spec checked its target and candidates): the device, users' rows,
+    the output."""
     require_device(device_of_target(spec.target), seams.placement)  # a cuda gate runs only on a GPU
     user_cases = [case for path in spec.gate_cases for case in read_gate_cases(path)]
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -331,10 +312,11 @@ def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
     out_dir, progress, target = Path(out_dir), seams.progress, spec.target
     user_cases = _guards(Path(checkpoint_dir), spec, out_dir, seams)
     name = spec.name or Path(checkpoint_dir).name
-    goldens = _goldens_for(Path(checkpoint_dir), name, spec.revision, spec.goldens, user_cases, progress)
+    goldens = goldens_for_build(Path(checkpoint_dir), name, spec.revision, spec.goldens, user_cases, progress)
     checkpoint_dir, candidates, tuned = prepare_build(Path(checkpoint_dir), goldens, target, spec.candidates,
                                                       spec.quantization_aware, out_dir, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
+    weights = weights_sha256(checkpoint_dir)   # the checkpoint built, a quantization-aware copy's where tuned
     # The search's identity, once per build: both the kept refusal and the search itself look it up.
     key = None if target != targets.CPU_INT8 else decision_key(
         checkpoint_dir, goldens, check_candidate_names(candidates), spec.min_speedup)
@@ -353,7 +335,7 @@ def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
                          report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": spec.revision,
-                  "weights_sha256": weights_sha256(Path(checkpoint_dir)),
+                  "weights_sha256": weights,
                   # a quantization-aware copy's: the weights served are the copy's, the gate's reference its original's
                   **({"reference_weights_sha256": tuned["reference_weights_sha256"]} if tuned else {})}
     corpus = canonical_goldens(goldens)

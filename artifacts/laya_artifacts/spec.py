@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from laya_artifacts.qat.finetune import QatSettings
-from laya_artifacts.search.precision import MIN_SPEEDUP, SpeedTimer, wall_clock
+from laya_artifacts.search.precision import MIN_SPEEDUP, SpeedTimer, check_candidate_names, wall_clock
+from laya_serverless.artifact.targets import TARGETS
 from laya_serverless.core.providers import ONNXRUNTIME, Placement
 
 
@@ -45,6 +46,12 @@ class BuildSpec:
     research: bool = False
     emulate_classes: bool = False
     quantization_aware: QatSettings | None = None
+
+    def __post_init__(self) -> None:
+        """A spec names a known target and known candidates, or it is not made (argument validation)."""
+        if self.target not in TARGETS:
+            raise ValueError("unknown target %r; choose one of %s" % (self.target, ", ".join(TARGETS)))
+        check_candidate_names(self.candidates)
 
     @classmethod
     def of(cls, target: str, *, gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,

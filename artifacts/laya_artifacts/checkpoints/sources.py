@@ -8,8 +8,14 @@ from pathlib import Path
 
 from laya_artifacts.checkpoints.demo import DEMO_NAME, demo_checkpoint
 from laya_artifacts.errors import CheckpointError, CheckpointNotFound
+from laya_serverless.artifact.manifest import sha256_file
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def weights_sha256(checkpoint_dir: Path) -> str:
+    """The checkpoint's identity everywhere a build records one: the sha256 of its weights file."""
+    return sha256_file(Path(checkpoint_dir) / "model.safetensors")
 
 
 def resolve_checkpoint(reference: str, revision: str | None,
@@ -57,4 +63,4 @@ def resolve_source(reference: str, revision: str | None, cache: Path,
     return resolve_checkpoint(reference, revision, progress)
 
 
-__all__ = ["resolve_checkpoint", "resolve_source"]
+__all__ = ["resolve_checkpoint", "resolve_source", "weights_sha256"]

@@ -127,11 +127,7 @@ def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_d
 
 
 def _command(args: argparse.Namespace) -> int:
-    try:
-        return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)
-    except ProbeError as exc:
-        _say("error: %s" % exc)
-        return 2
+    return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)  # ProbeError: cli.main
 
 
 def _arguments(probe: argparse.ArgumentParser) -> None:

@@ -263,7 +263,7 @@ def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
         staged.device_configuration["quantization_aware"] = tuned
 
 
-def _guards(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, seams: BuildSeams) -> list[dict[str, Any]]:
+def _guards(spec: BuildSpec, out_dir: Path, seams: BuildSeams) -> list[dict[str, Any]]:
     """Everything refused before any work (the spec checked its target and candidates): the device, users' rows,
     the output."""
     require_device(device_of_target(spec.target), seams.placement)  # a cuda gate runs only on a GPU
@@ -310,7 +310,7 @@ def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
     records the fine-tune. The manifest records the spec (`BuildSpec.record`).
     """
     out_dir, progress, target = Path(out_dir), seams.progress, spec.target
-    user_cases = _guards(Path(checkpoint_dir), spec, out_dir, seams)
+    user_cases = _guards(spec, out_dir, seams)
     name = spec.name or Path(checkpoint_dir).name
     goldens = goldens_for_build(Path(checkpoint_dir), name, spec.revision, spec.goldens, user_cases, progress)
     checkpoint_dir, candidates, tuned = prepare_build(Path(checkpoint_dir), goldens, target, spec.candidates,

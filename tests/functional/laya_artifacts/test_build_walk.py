@@ -13,6 +13,7 @@ import pytest
 
 from laya_artifacts.build import build_artifact
 from laya_artifacts.spec import BuildSeams, BuildSpec
+from laya_serverless.artifact.manifest import Manifest
 from tests.conftest import tiny_choice_slice, write_goldens_file
 from tests.functional.laya_artifacts.test_build import fixed_speeds
 from tests.functional.laya_serverless.jobs.test_job_walk import Walk
@@ -45,10 +46,11 @@ def test_a_cpu_int8_build_walks_forward_through_the_stages_and_as_drawn(tiny_mod
     walk = Walk(package="laya_artifacts.", depth=1, alternating=ALTERNATING)
     sys.setprofile(walk)
     try:
-        _, report = build_artifact(tiny_modernbert[0], spec, tmp_path / "a", seams=seams)
+        out, report = build_artifact(tiny_modernbert[0], spec, tmp_path / "a", seams=seams)
     finally:
         sys.setprofile(None)
-    assert report.passed, report.failures   # a real build, gated and manifested
+    assert report.passed, report.failures   # a real build, gated and manifested, its spec recorded
+    assert Manifest.load(out).raw["configuration"]["build_spec"] == spec.record()
     assert walk.walked_back == []
     assert walk.went_back == []
     assert walk.lines()[0] == "build"

@@ -1,4 +1,4 @@
-"""The one error tree of laya-serverless, runtime and build side alike.
+"""The runtime's error tree (the build wing's, `laya_artifacts.errors`, grows from its `LayaError`).
 
 Caller mistakes (`QuestionError`, `StateError`) are also `ValueError`s, because the protocol maps a
 `ValueError` raised during inference to a 422 carrying its message. Refusals of a request before
@@ -9,7 +9,7 @@ them. Both carry where in the request body they point and what kind of mistake i
 strict Jev mode answers as `loc` and `type`.
 """
 
-from typing import Any, ClassVar, Literal, Self
+from typing import ClassVar, Literal, Self
 
 Location = tuple[str | int, ...]
 """A path into the request body after "body": ("questions", "q1"), ("max_len",); () is the whole body."""
@@ -54,27 +54,6 @@ class StorageUnavailable(ArtifactError):
 class DeviceUnavailable(ArtifactError):
     """The configured device cannot run an artifact here: its execution provider is not offered, onnxruntime
     placed the session elsewhere, or the artifact was gated on another GPU or onnxruntime."""
-
-
-class DemoError(ArtifactError):
-    """The shipped demo files, or the installed encoder, are not the ones the demo head was trained with."""
-
-
-class GateFailed(LayaError):
-    """The parity gate refused a configuration: it is never published. `report` holds every failing row."""
-
-    def __init__(self, message: str, report: Any = None) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-class DeployFailed(LayaError):
-    """A step of `laya-artifacts deploy` could not go on. Raised inside a step with the reason alone; the command
-    raises it again naming the step (`step`), as its one line: "step 4/6 deploy: cdk exited 1 ..."."""
-
-    def __init__(self, message: str, step: str | None = None) -> None:
-        super().__init__(message)
-        self.step = step
 
 
 class InferenceError(LayaError):

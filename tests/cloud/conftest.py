@@ -199,9 +199,11 @@ def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 def modernbert_base_fp32(modernbert_base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Its cpu-fp32 artifact (~100 s with the checkpoint, once per test session)."""
     from laya_artifacts.build import build_artifact
+    from laya_artifacts.spec import BuildSpec
 
-    out, _ = build_artifact(modernbert_base[0], "cpu-fp32", tmp_path_factory.mktemp("mb-fp32") / "artifact",
-                            name="modernbert-base", goldens_path=modernbert_base[1])
+    out, _ = build_artifact(modernbert_base[0],
+                            BuildSpec.of("cpu-fp32", name="modernbert-base", goldens=modernbert_base[1]),
+                            tmp_path_factory.mktemp("mb-fp32") / "artifact")
     return out
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from laya_serverless.command import Command
+
 BENCHMARKS = {
     "runtime": "side by side against upstream laya and ONNXAgent: warm, cold, RSS, size",
     "cold-start": "a fresh process to its first answer, from a published artifact",
@@ -29,10 +31,10 @@ def run(args: argparse.Namespace) -> int:
     return int(module.main(args.arguments) or 0)
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="run a benchmark (%s)" % ", ".join(BENCHMARKS),
-                                description="\n".join("%-14s %s" % item for item in BENCHMARKS.items()),
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("benchmark", choices=BENCHMARKS)
     bench.add_argument("arguments", nargs=argparse.REMAINDER, help="the benchmark's own options (NAME --help)")
-    bench.set_defaults(run=run)
+
+
+COMMANDS = (Command("bench", "run a benchmark (%s)" % ", ".join(BENCHMARKS), _arguments, run,
+                    description="\n".join("%-14s %s" % item for item in BENCHMARKS.items())),)

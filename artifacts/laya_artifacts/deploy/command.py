@@ -40,10 +40,10 @@ from laya_artifacts.deploy.bucket import (
     ensure_lifecycle,
 )
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
+from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless.artifact.layout import GRAPH_FILE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
-from laya_serverless.errors import DeployFailed, GateFailed
 from laya_serverless.settings import DEPLOYED, Settings
 
 STEPS = ("build", "storage", "publish", "deploy", "deploy gate", "smoke test")
@@ -123,14 +123,16 @@ def pipeline_builder(cache: Path, progress: Progress) -> Builder:
     def build(checkpoint: Path, name: str, revision: str | None, target: str) -> Path:
         from laya_artifacts.build import build_artifact
         from laya_artifacts.goldens.record import recorded_goldens, weights_sha256
+        from laya_artifacts.spec import BuildSeams, BuildSpec
 
         inside = Path(checkpoint).resolve().is_relative_to(Path(cache).resolve())
         corpus = (Path(checkpoint).parent / (Path(checkpoint).name + "-goldens") if inside else
                   Path(cache) / "goldens" / ("%s-%s" % (_safe(name), weights_sha256(Path(checkpoint))[:12])))
         goldens = recorded_goldens(checkpoint, name, corpus, revision, progress)
         out = Path(cache) / "artifacts" / ("%s-%s-%d" % (_safe(name), target, time.time()))
-        build_artifact(checkpoint, target, out, name=name, revision=revision, goldens_path=goldens, progress=progress,
-                       search_records=Path(cache) / "search-records", emulate_classes=True)
+        spec = BuildSpec(target, name=name, revision=revision, goldens=goldens,
+                         search_records=Path(cache) / "search-records", emulate_classes=True)
+        build_artifact(checkpoint, spec, out, seams=BuildSeams(progress=progress))
         return out
 
     return build

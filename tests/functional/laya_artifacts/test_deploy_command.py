@@ -30,11 +30,11 @@ from laya_artifacts.cli import main as cli
 from laya_artifacts.deploy import command
 from laya_artifacts.deploy.bucket import create_bucket, ensure_bucket
 from laya_artifacts.deploy.smoke import SMOKE_QUESTIONS, answer_problems
+from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless import settings as env
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.artifact.store import S3Store, pointer_key
-from laya_serverless.errors import DeployFailed, GateFailed
 from tests.functional.threaded_server import free_port, start_server
 
 REGION, ACCOUNT = "us-east-1", "123456789012"

@@ -10,7 +10,7 @@ from laya_serverless.http.statuses import refusal_response, status_of
 
 
 def test_the_public_names_are_pinned() -> None:
-    assert laya_serverless.__all__ == ["ArtifactError", "Decider", "GateFailed", "InferenceError", "LayaError",
+    assert laya_serverless.__all__ == ["ArtifactError", "Decider", "InferenceError", "LayaError",
                                        "QuestionError", "RequestError", "SettingsError", "StateError"]
     assert all(hasattr(laya_serverless, name) for name in laya_serverless.__all__)
 
@@ -18,6 +18,11 @@ def test_the_public_names_are_pinned() -> None:
 def test_every_error_descends_from_laya_error() -> None:
     classes = [c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, Exception)]
     assert len(classes) > 10 and all(issubclass(c, errors.LayaError) for c in classes)
+
+
+def test_the_runtime_s_tree_holds_no_build_only_error() -> None:
+    # the gate's refusal, deploy's step failure and the demo's check live in `laya_artifacts.errors`
+    assert not {"GateFailed", "DeployFailed", "DemoError"} & set(vars(errors))
 
 
 REFUSALS = [c for _, c in inspect.getmembers(errors, inspect.isclass)

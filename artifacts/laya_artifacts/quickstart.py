@@ -19,9 +19,10 @@ import sys
 import time
 from pathlib import Path
 
+from laya_artifacts.errors import GateFailed
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE, LocalStore, pointer_key
 from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET
-from laya_serverless.errors import GateFailed
+from laya_serverless.command import Command
 
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}
@@ -118,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
     return serve(["serve"])
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser("demo", help="build, gate and publish the shipped demo once, then serve it locally")
+def _arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--once", action="store_true", help="answer the README example in-process and exit")
     demo.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="the local store (default %(default)s)")
     demo.add_argument("--cache", default=".cache", help="checkpoints, artifacts and the serving cache")
     demo.add_argument("--keys", default=".laya-keys",
                       help="the local signing key pair, made once; the server trusts its public half")
-    demo.set_defaults(run=run)
+
+
+COMMANDS = (Command("demo", "build, gate and publish the shipped demo once, then serve it locally", _arguments, run),)

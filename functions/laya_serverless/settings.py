@@ -20,6 +20,7 @@ from typing import Any
 
 from .artifact.store import DEFAULT_LOCAL_STORE
 from .artifact.targets import DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET, TARGETS
+from .artifact.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_MB, DownloadParts
 from .configuration import Boolean, Choice, Field, Integer, Invalid, Number, Secret, Text, declared, parse_environ
 from .configuration import setting as _setting
 from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
@@ -45,6 +46,8 @@ DEPLOYED = "LAYA_DEPLOYED"
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
+DOWNLOAD_PART_MB = "LAYA_DOWNLOAD_PART_MB"
+DOWNLOAD_CONCURRENCY = "LAYA_DOWNLOAD_CONCURRENCY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"
@@ -209,6 +212,10 @@ class DeploymentSettings:
                                    shown_default="a private per-user folder")
     graph_in_memory: bool = _field(GRAPH_IN_MEMORY, Boolean(), False,
                                    "Graphs stream into memory, never into the cache (Lambda: /tmp is 512 MB)")
+    download_part_mb: int = _field(DOWNLOAD_PART_MB, Integer(1, 1024), DEFAULT_PART_MB,
+                                   "S3 downloads: MiB per ranged GET; a larger object is fetched in parts")
+    download_concurrency: int = _field(DOWNLOAD_CONCURRENCY, Integer(1, 64), DEFAULT_CONCURRENCY,
+                                       "S3 downloads: ranged GETs at once (1: one stream)")
     threads: int | None = _field(THREADS, Text("integer 0-256", _threads), None,
                                  "ONNX Runtime intra-op threads (unset or 0: sized to the CPU share)")
     spinning: bool = _field(SPINNING, Boolean(), False,
@@ -222,6 +229,10 @@ class DeploymentSettings:
         ARTIFACT_PINS, Text("CHECKPOINT/TARGET=ARTIFACT_ID,...", _artifact_pins), {},
         "Serve these artifacts instead of following the store's pointers (a function version's own)",
         shown_default="none: the pointers")
+
+    @property
+    def download_parts(self) -> DownloadParts:
+        return DownloadParts(self.download_part_mb, self.download_concurrency)
 
     def __post_init__(self) -> None:
         if not self.default_model:   # the deployment's own default, as `from_environ({})` resolves it

@@ -37,6 +37,7 @@ import tomllib
 from pathlib import Path
 
 from laya_artifacts.package.runtime_lock import LOCK_FILE, ROOT, LockError, check_lock, runtime_pins
+from laya_serverless.command import Command
 
 DEFAULT_ASSET_DIR = ROOT / "build" / "lambda"  # <arch>/{layer,function,runtime}
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -209,16 +210,19 @@ def build_once(arch: str, out: Path, python: str | None, rebuild: bool = False) 
     return code
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """`laya-artifacts package`: the Lambda layer and function asset, built and checked."""
-    package = commands.add_parser("package", help="build the Lambda layer and function asset for an architecture, "
-                                                  "size-check them and import the handler from them",
-                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(package: argparse.ArgumentParser) -> None:
+    """`laya-artifacts package`'s options."""
     package.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
     package.add_argument("--out", default=str(DEFAULT_ASSET_DIR))
     package.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
                          "arm64), to compile .pyc for the Lambda runtime")
     package.add_argument("--rebuild", action="store_true", help="build even when the inputs are unchanged")
-    package.set_defaults(run=lambda args: build_once(args.arch, Path(args.out),
-                                                     find_python(args.python, PYTHON_VERSIONS[args.arch]),
-                                                     args.rebuild))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """`laya-artifacts package`: the Lambda layer and function asset, built and checked."""
+    return build_once(args.arch, Path(args.out), find_python(args.python, PYTHON_VERSIONS[args.arch]), args.rebuild)
+
+
+COMMAND = Command("package", "build the Lambda layer and function asset for an architecture, size-check them and "
+                  "import the handler from them", _arguments, _run, description=__doc__)

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import ProbeError
 from laya_artifacts.package.lambda_package import DEFAULT_ASSET_DIR, find_python
+from laya_serverless.command import Command
 
 DRIVER = Path(__file__).resolve().parent / "probe_driver.py"
 EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "emulated.py"   # read as a file, not imported
@@ -35,10 +37,6 @@ _X86_MODELS = {"haswell": "Haswell", "skylake-client": "Skylake-Client", "skylak
                "sapphirerapids": "SapphireRapids", "epyc": "EPYC"}
 FIDELITY_NOTE = "emulated for fidelity, never timing: these answers are the CPU class's, the speed is not"
 _MARK = "laya-probe:"
-
-
-class ProbeError(RuntimeError):
-    """The emulated package could not be run (no build, no emulator, or it failed): the message says which."""
 
 
 @dataclass(frozen=True)
@@ -179,16 +177,10 @@ def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_d
 
 
 def _command(args: argparse.Namespace) -> int:
-    try:
-        return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)
-    except ProbeError as exc:
-        _say("error: %s" % exc)
-        return 2
+    return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)  # ProbeError: cli.main
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    probe = commands.add_parser("probe", help="answer cases with the built Lambda package of --arch under an emulated "
-                                "CPU (qemu user mode): fidelity, never timing")
+def _arguments(probe: argparse.ArgumentParser) -> None:
     probe.add_argument("artifact", help="an artifact directory (built, or published and fetched)")
     probe.add_argument("--arch", choices=ARCHES, default="arm64")
     probe.add_argument("--cpu", help="the qemu CPU model (default: %s)"
@@ -197,4 +189,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--out", required=True, help='OUT.json: each case id -> the answer, or {"error": message}')
     probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
                        help="where `laya-artifacts package` wrote <arch>/{layer,function}")
-    probe.set_defaults(run=_command)
+
+
+COMMAND = Command("probe", "answer cases with the built Lambda package of --arch under an emulated CPU (qemu user "
+                  "mode): fidelity, never timing", _arguments, _command)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import SearchError, SmoothingNotExact
 from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
 from laya_artifacts.search.mixes import Mix, greedy_mix, probe_rows
 from laya_artifacts.search.quantize import (
@@ -64,10 +65,6 @@ def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
     return names
 
 
-class SmoothingNotExact(ValueError):
-    """A smoothed FP32 graph moved the answers past the FP32 tolerance: that candidate is not built."""
-
-
 @dataclass
 class Trial:
     """One candidate's graph, opened, timed and (once gated) measured on selection."""
@@ -88,7 +85,7 @@ class Trial:
     def ms(self) -> float:
         """The measured speed; only asked of timed trials."""
         if self.speed_ms is None:
-            raise ValueError("%s was not timed" % self.candidate.name)
+            raise SearchError("%s was not timed" % self.candidate.name)
         return self.speed_ms
 
 
@@ -337,7 +334,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
     names = check_candidate_names(candidates)
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer)
     if not search.rows:
-        raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
+        raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")
     baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
     baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
     trials, unbuilt = _build_fixed(search, names)

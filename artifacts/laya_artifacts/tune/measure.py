@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from laya_artifacts.errors import TuneError
 from laya_artifacts.tune.prices import ARCHES, MEASURED_ARCH, Prices
 from laya_artifacts.tune.quota import CGROUP_ROOT, UNCONSTRAINED, Quota, close_quota, open_quota, vcpus_for
 from laya_artifacts.tune.workload import Request
@@ -41,10 +42,6 @@ CONFIG_HELP = ("runtime: the runtime's own choice (LAYA_THREADS and LAYA_SPINNIN
                "threads, spinning on")
 
 Progress = Callable[[str], None]
-
-
-class TuneError(ValueError):
-    """Options `tune` cannot run with; the message says which."""
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,11 @@ whose hash matches or download and check a fresh one. Nothing is parsed until th
 has been verified, and what is parsed is read through the handles that were verified (`cache`); a
 file in the cached artifact that its manifest does not list refuses it.
 With `graph_in_memory` the graph streams into an anonymous memory file
-(`memfd_create`), hashed on the way, and the session opens it there: a checkpoint's FP32 graph
-(626 MiB for ModernBERT-base) is larger than Lambda's 512 MB `/tmp`, which SnapStart caps whatever
-the function configures. Bytes in Python would cost a second copy while onnxruntime parses them
-(peak 1.9 GB against 0.8 GB from a file, measured on the ModernBERT-base shape).
+(`memfd_create`; from S3 in parallel ranged parts, `transfer`), hashed on the way, and the session opens it
+there: a checkpoint's FP32 graph (626 MiB for the ModernBERT-base shape, 1,607 MiB for the published
+ModernBERT-large) is larger than Lambda's 512 MB `/tmp`, which SnapStart caps whatever the function configures.
+Bytes in Python would cost a second copy while onnxruntime parses them (peak 1.9 GB against 0.8 GB from a file,
+measured on the ModernBERT-base shape).
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None 
                         processes: int = 1, log_refusal: bool = True) -> Assembled:
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
     process's one `store` (opened here from `settings.store` when the edge passed none)."""
-    store = open_store(settings.store) if store is None else store
+    store = open_store(settings.store, parts=settings.download_parts) if store is None else store
     try:
         loaded = load_deciders(settings, store, placement, cpu=cpu, processes=processes)
     except (ArtifactError, OSError) as exc:

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..command import Command, register
 from ..errors import SettingsError
 from ..settings import DEPLOYED, PORT, STORE, TARGET, LocalServerSettings, Settings
-from .job_commands import JobInputError, add_job_commands
+from . import job_commands
 from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 
 
@@ -51,9 +52,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
-    store = open_store(settings.deployment.store)  # the process's one store: the app and the jobs engine share it
+    # The process's one store: the app and the jobs engine share it.
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts)
     app = build_service(settings, store, jobs=local_jobs(settings, store), log_refusal=False)
-    refused = app.state.serving.unavailable and getattr(app.state, LOAD_REFUSAL_STATE)
+    unavailable = app.state.serving.unavailable
+    refused = unavailable and (getattr(app.state, LOAD_REFUSAL_STATE) or unavailable)  # the detail, paths included
     if refused and not args.allow_unavailable:
         # Locally a deployment that cannot load is a typo or a missing publish: say so rather than serve 503s.
         _say("error: the deployment cannot be served: %s (check %s, %s and %s; --allow-unavailable serves 503s)"
@@ -116,26 +119,39 @@ def _start_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def _address_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
+    command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    _address_arguments(serve)
+    serve.add_argument("--allow-unavailable", action="store_true",
+                       help="serve 503s (ready: false) when the deployment cannot be loaded, as Lambda does")
+
+
+def _start_api_arguments(start_api: argparse.ArgumentParser) -> None:
+    _address_arguments(start_api)
+    start_api.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
+                           help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
+
+
+def _invoke_arguments(invoke: argparse.ArgumentParser) -> None:
+    invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
+
+
+COMMANDS = (
+    Command("serve", "serve the app with uvicorn", _serve_arguments, _serve),
+    Command("start-api", "an HTTP front over the Lambda handler", _start_api_arguments, _start_api),
+    Command("invoke", "run the Lambda handler on one API Gateway event", _invoke_arguments, _invoke),
+    job_commands.COMMAND,
+)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="laya-serverless", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = root.add_subparsers(dest="command", required=True)
-    for name, run, text in (("serve", _serve, "serve the app with uvicorn"),
-                            ("start-api", _start_api, "an HTTP front over the Lambda handler")):
-        command = commands.add_parser(name, help=text)
-        command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
-        command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
-        command.set_defaults(run=run)
-        if name == "serve":
-            command.add_argument("--allow-unavailable", action="store_true",
-                                 help="serve 503s (ready: false) when the deployment cannot be loaded, as Lambda does")
-        if name == "start-api":
-            command.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
-                                 help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
-    invoke = commands.add_parser("invoke", help="run the Lambda handler on one API Gateway event")
-    invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
-    invoke.set_defaults(run=_invoke)
-    add_job_commands(commands)
+    register(root.add_subparsers(dest="command", required=True), COMMANDS)
     return root
 
 
@@ -143,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (SettingsError, JobInputError) as exc:  # a refused setting or file: one line naming it, no traceback
+    except (SettingsError, job_commands.JobInputError) as exc:  # a refused setting or file: one line, no traceback
         _say("error: %s" % exc)
         return 2
 

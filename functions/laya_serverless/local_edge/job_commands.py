@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ..command import Command, register
 from ..jobs.store_keys import INPUT_PREFIX
 from ..settings import HOST, PORT, Settings
 
@@ -182,28 +183,56 @@ def _watch(engine: Any, job_id: str, states: int) -> dict[str, Any]:
             time.sleep(0.5)
 
 
-def add_job_commands(commands: Any) -> None:
-    """The `job` command and its four subcommands, on the main parser's subcommands."""
-    job = commands.add_parser("job", help="batch jobs: submit/status/results against a server, or run locally")
-    sub = job.add_subparsers(dest="job_command", required=True)
-    submit = sub.add_parser("submit", help="POST /v1/jobs")
+def _server_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--url", help="the server (default http://%s:%s, 127.0.0.1:8000)" % (HOST, PORT))
+    command.add_argument("--key", help="bearer key (default: LAYA_API_KEY)")
+
+
+def _control_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--questions", required=True, help="a JSON file: the questions object")
+    for flag, kind in CONTROL_FLAGS:
+        command.add_argument("--" + flag, type=kind, help="the %s control" % flag.replace("-", "_"))
+
+
+def _submit_arguments(submit: argparse.ArgumentParser) -> None:
     submit.add_argument("file", nargs="?", help="a JSONL file of states, sent inline")
     submit.add_argument("--input", help="a JSONL file already in the server's store, under jobs/input/")
-    status = sub.add_parser("status", help="GET /v1/jobs/{id}")
-    results = sub.add_parser("results", help="GET /v1/jobs/{id}/results")
+    _server_arguments(submit)
+    _control_arguments(submit)
+
+
+def _status_arguments(status: argparse.ArgumentParser) -> None:
+    status.add_argument("id", help="the job id POST /v1/jobs answered")
+    _server_arguments(status)
+
+
+def _results_arguments(results: argparse.ArgumentParser) -> None:
     results.add_argument("--out", help="write the NDJSON here instead of stdout")
-    run = sub.add_parser("run", help="run a job on this machine with the local engine")
+    _status_arguments(results)
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("input", help="a JSONL file, one state per line")
     run.add_argument("--out", required=True, help="where the results go (NDJSON, input order)")
     run.add_argument("--workers", type=int, help="worker processes (default LAYA_JOBS_WORKERS or 1)")
-    for command, handler in ((submit, _submit), (status, _status), (results, _results), (run, _run)):
-        command.set_defaults(run=handler)
-        if command is status or command is results:
-            command.add_argument("id", help="the job id POST /v1/jobs answered")
-        if command is not run:
-            command.add_argument("--url", help="the server (default http://%s:%s, 127.0.0.1:8000)" % (HOST, PORT))
-            command.add_argument("--key", help="bearer key (default: LAYA_API_KEY)")
-        if command is submit or command is run:
-            command.add_argument("--questions", required=True, help="a JSON file: the questions object")
-            for flag, kind in CONTROL_FLAGS:
-                command.add_argument("--" + flag, type=kind, help="the %s control" % flag.replace("-", "_"))
+    _control_arguments(run)
+
+
+JOB_COMMANDS = (
+    Command("submit", "POST /v1/jobs", _submit_arguments, _submit),
+    Command("status", "GET /v1/jobs/{id}", _status_arguments, _status),
+    Command("results", "GET /v1/jobs/{id}/results", _results_arguments, _results),
+    Command("run", "run a job on this machine with the local engine", _run_arguments, _run),
+)
+
+
+def _job_arguments(job: argparse.ArgumentParser) -> None:
+    register(job.add_subparsers(dest="job_command", required=True), JOB_COMMANDS)
+
+
+def _job(args: argparse.Namespace) -> int:
+    """The chosen subcommand's run (each subcommand's own `run` default already wins; this names the rule)."""
+    return next(c for c in JOB_COMMANDS if c.name == args.job_command).run(args)
+
+
+COMMAND = Command("job", "batch jobs: submit/status/results against a server, or run locally", _job_arguments, _job)

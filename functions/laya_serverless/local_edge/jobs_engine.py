@@ -191,6 +191,6 @@ def local_jobs(settings: Settings, store: ObjectStore | None = None) -> JobServi
     serving process's store (each worker process opens its own)."""
     if settings.jobs.jobs_workers == 0:
         return None
-    store = open_store(settings.deployment.store) if store is None else store
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts) if store is None else store
     engine = LocalEngine(store, partial(load_worker, settings), settings.jobs.jobs_workers)
     return JobService(store, engine, settings.jobs, settings.protocol, settings.limits)

@@ -15,7 +15,7 @@ import pytest
 from laya_artifacts.checkpoints.sources import resolve_checkpoint, resolve_source
 from laya_artifacts.cli import main as cli
 from laya_artifacts.deploy import command
-from laya_serverless.errors import DeployFailed
+from laya_artifacts.errors import DeployFailed
 from tests.conftest import tiny_choice_slice, write_goldens_file
 
 HUB_ID = "laya-test/tiny"

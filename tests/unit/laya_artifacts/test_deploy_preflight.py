@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import NoCredentialsError
 
-from laya_artifacts.deploy import command
-from laya_serverless.errors import DeployFailed
+from laya_artifacts.deploy import command, preflight
+from laya_artifacts.errors import DeployFailed
 
 
 @pytest.mark.parametrize("environ, configured, region", [
@@ -19,13 +19,13 @@ from laya_serverless.errors import DeployFailed
     ({"AWS_REGION": " "}, "ap-south-1", "ap-south-1"),
 ])
 def test_the_region_is_the_one_cdk_deploys_to(environ: dict[str, str], configured: str, region: str) -> None:
-    assert command.aws_region(environ, configured) == region
+    assert preflight.aws_region(environ, configured) == region
 
 
 def test_no_region_is_one_line_naming_both_variables_and_the_profile() -> None:
     with pytest.raises(DeployFailed, match=r"^no AWS region is configured: set AWS_REGION \(or AWS_DEFAULT_REGION\), "
                                            r"or a region in your profile"):
-        command.aws_region({}, None)
+        preflight.aws_region({}, None)
 
 
 def test_aws_seams_reads_aws_region(moto_aws: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,5 +52,5 @@ def test_missing_credentials_stop_the_deploy_before_anything_is_built(tmp_path: 
 
 def test_credentials_that_work_name_the_account(moto_aws: Any) -> None:
     said: list[str] = []
-    assert command.check_credentials(moto_aws("sts"), said.append) == "123456789012"
+    assert preflight.check_credentials(moto_aws("sts"), said.append) == "123456789012"
     assert said == ["AWS account 123456789012"]

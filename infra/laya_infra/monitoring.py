@@ -27,7 +27,7 @@ from .config import DeployConfig
 _PERIOD = Duration.minutes(5)
 _ROLLBACK_PERIOD = Duration.minutes(c.ROLLBACK_PERIOD_MINUTES)
 # One bad minute is noise (a timeout, a client's burst): a rollback alarm on a count needs 2 of 3.
-_NOT_ON_ONE = {"evaluation_periods": c.ROLLBACK_EVALUATION_PERIODS, "datapoints_to_alarm": c.ROLLBACK_DATAPOINTS}
+_OF, _BAD = c.ROLLBACK_EVALUATION_PERIODS, c.ROLLBACK_DATAPOINTS
 
 
 def runtime_metric(name: str, period: Duration = _PERIOD) -> cloudwatch.Metric:
@@ -58,7 +58,7 @@ class Alarms(Construct):
                                  statistic="Maximum", period=_PERIOD)
         self.alarms = [
             function.metric_errors(period=_ROLLBACK_PERIOD).create_alarm(
-                self, "Errors", threshold=1, **_NOT_ON_ONE,
+                self, "Errors", threshold=1, evaluation_periods=_OF, datapoints_to_alarm=_BAD,
                 alarm_description="The API function raised (unhandled errors, timeouts, INIT failures) in 2 of 3 "
                                   "minutes",
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
@@ -96,7 +96,8 @@ class Alarms(Construct):
     def _degraded_serving(self) -> list[cloudwatch.Alarm]:
         """What a Lambda error never shows: the function answering 503, or serving less than it was deployed with."""
         return [runtime_metric(name, _ROLLBACK_PERIOD).create_alarm(
-            self, alarm_id, threshold=1, **(_NOT_ON_ONE if counts else {"evaluation_periods": 1}),
+            self, alarm_id, threshold=1, evaluation_periods=_OF if counts else 1,
+            datapoints_to_alarm=_BAD if counts else 1,
             alarm_description=description,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
@@ -117,7 +118,8 @@ class Alarms(Construct):
             return []
         return [
             api.metric_server_error(period=_ROLLBACK_PERIOD, statistic="Average").create_alarm(
-                self, "Gateway5xxRate", threshold=c.API_5XX_RATE_ALARM, **_NOT_ON_ONE,
+                self, "Gateway5xxRate", threshold=c.API_5XX_RATE_ALARM, evaluation_periods=_OF,
+                datapoints_to_alarm=_BAD,
                 alarm_description="More than %g%% of API answers were 5XX in 2 of 3 minutes"
                 % (100 * c.API_5XX_RATE_ALARM),
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..artifact.store import open_store
     from ..http.service import LOAD_REFUSAL_STATE, build_service
     from .jobs_engine import local_jobs
-    from .server import listening_socket, uvicorn_config
+    from .server import uvicorn_config
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
@@ -62,11 +63,8 @@ def _serve(args: argparse.Namespace) -> int:
         _say("error: the deployment cannot be served: %s (check %s, %s and %s; --allow-unavailable serves 503s)"
              % (refused, STORE, DEPLOYED, TARGET))
         return 2
-    try:
-        sock = listening_socket(host, port)
-    except OSError as exc:
-        why = os.strerror(exc.errno) if exc.errno else str(exc)
-        _say("error: cannot listen on %s:%d: %s (set %s or --port)" % (host, port, why, PORT))
+    sock = _listening(host, port)
+    if sock is None:
         return 2
     _say("ready: http://%s:%d  (store %s, %s)" % (
         host, port, settings.deployment.store, served(app) if not refused else "serving 503s: %s" % refused))
@@ -109,14 +107,29 @@ def _start_api(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
+    sock = _listening(host, port)
+    if sock is None:
+        return 2
     front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:
-        uvicorn.Server(uvicorn_config(front, settings.local_server, host, port)).run()
+        uvicorn.Server(uvicorn_config(front, settings.local_server, host, port)).run(sockets=[sock])
     finally:
         front.close()
     return 0
+
+
+def _listening(host: str, port: int) -> socket.socket | None:
+    """The bound socket `ready:` may be said after, or None once a taken port is said in one line."""
+    from .server import listening_socket
+
+    try:
+        return listening_socket(host, port)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        _say("error: cannot listen on %s:%d: %s (set %s or --port)" % (host, port, why, PORT))
+        return None
 
 
 def _address_arguments(command: argparse.ArgumentParser) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 
-def _serve(environ: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    code = "from laya_serverless.local_edge.cli import main; raise SystemExit(main(['serve', *%r]))" % (list(args),)
+def _serve(environ: dict[str, str], *args: str, command: str = "serve") -> subprocess.CompletedProcess[str]:
+    code = "from laya_serverless.local_edge.cli import main; raise SystemExit(main([%r, *%r]))" % (command, list(args))
     here = {name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}  # this checkout's code
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", **here, **environ})
@@ -48,15 +48,16 @@ def test_a_store_folder_that_does_not_exist_is_named(tmp_path: Path) -> None:
         in lines[0]
 
 
-def test_a_taken_port_is_one_line_and_never_ready(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["serve", "start-api"])
+def test_a_taken_port_is_one_line_and_never_ready(tmp_path: Path, command: str) -> None:
     import socket
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = _serve({"LAYA_STORE": str(tmp_path), "LAYA_JOBS_WORKERS": "0"}, "--allow-unavailable",
-                      "--port", str(port))
+        done = _serve({"LAYA_STORE": str(tmp_path), "LAYA_JOBS_WORKERS": "0"}, *(
+            ["--allow-unavailable"] if command == "serve" else []), "--port", str(port), command=command)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and "ready:" not in done.stderr
     assert lines == ["[laya-serverless] error: cannot listen on 127.0.0.1:%d: Address already in use (set LAYA_PORT "

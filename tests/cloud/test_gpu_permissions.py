@@ -66,8 +66,8 @@ class _OnCudaInName(OnnxDecisionSession):
 
 def _gpu_placement() -> Placement:
     def open_on_cpu(graph: Path, _providers: Sequence[ProviderSpec], threads: int | None,
-                    offline: bool) -> _OnCudaInName:
-        return _OnCudaInName(graph, threads=threads, optimized_offline=offline)
+                    level: str) -> _OnCudaInName:
+        return _OnCudaInName(graph, threads=threads, level=level)
 
     return Placement(available=lambda: [CUDA_PROVIDER, CPU_PROVIDER], open=open_on_cpu)
 

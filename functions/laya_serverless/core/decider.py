@@ -64,7 +64,7 @@ class Decider:
         encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
         with observe.span(observe.SESSION):
             session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
-                                            optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
+                                            level=config.session_level, cpu_retry=cpu_retry,
                                             placement=placement)
         config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
         return cls(session, encoder, config)

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import DeviceOutOfMemory, InferenceError
-from .providers import CPU, ONNXRUNTIME, Placement, ProviderSession, open_session
+from .providers import CPU, DEFAULT_LEVEL, ONNXRUNTIME, Placement, ProviderSession, open_session
 from .session import DecisionSession, Feeds, Threads
 
 _log = logging.getLogger("laya_serverless")
@@ -104,16 +104,16 @@ class DeviceSession:
         return self._cpu_run(feeds)
 
 
-def open_decision_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
+def open_decision_session(graph: Path, device: str, *, threads: Threads = None, level: str = DEFAULT_LEVEL,
                           cpu_retry: bool = False, placement: Placement = ONNXRUNTIME) -> DecisionSession:
     """The session a decider runs: a plain CPU session, or a `DeviceSession` on the GPU (with a CPU retry when
     `cpu_retry`, which the caller grants only where the artifact's gate proved the graph on the CPU)."""
-    primary = open_session(graph, device, threads=threads, optimized_offline=optimized_offline, placement=placement)
+    primary = open_session(graph, device, threads=threads, level=level, placement=placement)
     if device == CPU:
         return primary
 
     def cpu() -> DecisionSession:
-        return open_session(graph, CPU, threads=threads, optimized_offline=optimized_offline, placement=placement)
+        return open_session(graph, CPU, threads=threads, level=level, placement=placement)
 
     return DeviceSession(primary, device, cpu if cpu_retry else None)
 

@@ -31,12 +31,13 @@ class ProviderSession(DecisionSession, Protocol):
     def active_providers(self) -> list[str]: ...
 
 
-OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, bool], ProviderSession]
+# (graph, providers, threads, graph-optimization level: a `layout.LOAD_LEVELS` name) -> a session
+OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, str], ProviderSession]
+DEFAULT_LEVEL = "ORT_ENABLE_ALL"  # a raw export's: `DecodeConfig.session_level` says what an artifact needs
 
 
-def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads,
-               optimized_offline: bool) -> ProviderSession:
-    return OnnxDecisionSession(graph, threads=threads, optimized_offline=optimized_offline, providers=providers)
+def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads, level: str) -> ProviderSession:
+    return OnnxDecisionSession(graph, threads=threads, level=level, providers=providers)
 
 
 def _offered() -> list[str]:
@@ -83,14 +84,14 @@ def require_device(device: str, placement: Placement = ONNXRUNTIME) -> None:
             "(and not onnxruntime beside it) on a machine with an NVIDIA GPU" % (CUDA_PROVIDER, ", ".join(offered)))
 
 
-def open_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
+def open_session(graph: Path, device: str, *, threads: Threads = None, level: str = DEFAULT_LEVEL,
                  placement: Placement = ONNXRUNTIME) -> ProviderSession:
     """A session over `graph` that really runs on `device`, or `DeviceUnavailable` saying why not."""
     requested = providers_for(device)
     if device == CPU:
-        return placement.open(graph, requested, threads, optimized_offline)
+        return placement.open(graph, requested, threads, level)
     require_device(device, placement)
-    session = placement.open(graph, requested, threads, optimized_offline)
+    session = placement.open(graph, requested, threads, level)
     active = session.active_providers()
     if CUDA_PROVIDER not in active:
         raise DeviceUnavailable(

@@ -78,17 +78,17 @@ class OnnxDecisionSession:
     (`core.providers` chooses them and checks where the session really landed)."""
 
     def __init__(self, graph_path: Path, threads: Threads = None, optimized_offline: bool = False,
-                 providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",)) -> None:
+                 providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",), level: str | None = None) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         # Denormal floats as zero (FTZ/DAZ on onnxruntime's threads): softmax outputs of long states fall into
         # the denormal range, where x86 arithmetic is many times slower; flushing them moves no probability.
         options.add_session_config_entry(DENORMALS_AS_ZERO, "1")
-        # A graph optimized when the artifact was built is run as is: optimizing it again would
-        # only spend cold-start time. A raw export gets ORT's full optimization here.
-        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized_offline
-                                            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        # `level`, the artifact's recorded one (`DecodeConfig.session_level`), wins; else a graph optimized when the
+        # artifact was built is run as is (optimizing it again would only spend cold-start time), a raw export fully.
+        default = "ORT_DISABLE_ALL" if optimized_offline else "ORT_ENABLE_ALL"
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level or default)
         threading = threads if isinstance(threads, Threading) else Threading(threads or None)
         if threading.intra_op:
             options.intra_op_num_threads = threading.intra_op

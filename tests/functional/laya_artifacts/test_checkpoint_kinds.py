@@ -71,4 +71,5 @@ def test_the_real_shapes_are_stored_in_fp16_at_their_published_sizes(kind):
     from tokenizers import Tokenizer
 
     vocab = Tokenizer.from_file(str(checkpoint / "tokenizer" / "tokenizer.json")).get_vocab_size()
-    assert vocab == (SHAPES[kind].tokenizer_size or 2000)
+    # mmBERT's tokenizer is widened to its 256,000 entries; the English kind keeps the small trained one
+    assert vocab == SHAPES[kind].tokenizer_size if SHAPES[kind].tokenizer_size else vocab < 2000

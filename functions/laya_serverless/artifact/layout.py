@@ -116,7 +116,9 @@ class DecodeConfig:
 
 
 def _load_level(value: Any) -> str | None:
-    if value is None or value in LOAD_LEVELS:
+    if value is None:
+        return None
+    if isinstance(value, str) and value in LOAD_LEVELS:
         return value
     raise ArtifactError("decode config: 'load_optimization' must be one of %s, got %r"
                         % (", ".join(LOAD_LEVELS), value))

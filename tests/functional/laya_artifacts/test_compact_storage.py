@@ -102,9 +102,9 @@ def test_the_runtime_opens_the_compact_graph_at_the_recorded_level(artifacts: tu
 
     levels: list[str] = []
 
-    def spy(graph: Path, providers: Any, threads: Any, level: str) -> OnnxDecisionSession:
-        levels.append(level)
-        return OnnxDecisionSession(graph, threads=threads, level=level, providers=providers)
+    def spy(graph: Path, providers: Any, threads: Any, loading: Any) -> OnnxDecisionSession:
+        levels.append(loading.level)
+        return OnnxDecisionSession(graph, threads=threads, level=loading.level, providers=providers)
 
     for artifact in artifacts:
         Decider.from_artifact(artifact, verify=False, placement=Placement(open=spy))

@@ -12,6 +12,7 @@ import pytest
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, LOAD_LEVELS, DecodeConfig, write_decode_config
 from laya_serverless.core.fallback import open_decision_session
 from laya_serverless.core.providers import Placement
+from laya_serverless.core.session import Loading
 from laya_serverless.errors import ArtifactError
 from tests.unit.fakes import SPECIAL
 from tests.unit.gpu_fakes import GRAPH, FakeSession
@@ -48,11 +49,11 @@ def test_the_level_is_written_only_when_set(tmp_path: Path) -> None:
 def test_the_level_reaches_the_session_opener() -> None:
     levels: list[str] = []
 
-    def open_fake(_graph: Path, _providers: object, _threads: object, level: str) -> FakeSession:
-        levels.append(level)
+    def open_fake(_graph: Path, _providers: object, _threads: object, loading: Loading) -> FakeSession:
+        levels.append(loading.level)
         return FakeSession(["CPUExecutionProvider"])
 
     fake = Placement(available=lambda: ["CPUExecutionProvider"], open=open_fake)
-    open_decision_session(GRAPH, "cpu", level="ORT_ENABLE_BASIC", placement=fake)
+    open_decision_session(GRAPH, "cpu", loading=Loading("ORT_ENABLE_BASIC"), placement=fake)
     open_decision_session(GRAPH, "cpu", placement=fake)
     assert levels == ["ORT_ENABLE_BASIC", "ORT_ENABLE_ALL"]

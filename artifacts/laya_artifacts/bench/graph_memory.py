@@ -4,10 +4,11 @@
                                                  [--rounds 1] [--json OUT]
 
 Ways: `file` (a path on disk), `bytes` (the graph read into Python bytes), `memfd` (an anonymous memory file,
-what the runtime does on Lambda, `artifact/fetch.py`, closed once the session exists), and `memfd-no-arena` /
-`memfd-initializers-outside-arena` (the same with ONNX Runtime's CPU arena off, or with initializers allocated
-outside it: `session.use_device_allocator_for_initializers`). The level defaults to what the artifact's
-`decode_config.json` beside the graph records (`DecodeConfig.session_level`), as the runtime opens it.
+closed once the session exists), `memfd-closed-after-parse` (closed once onnxruntime has parsed the graph, before
+it initializes the session: what the runtime does on Lambda, `core/session.py`, `artifact/fetch.py`), and
+`memfd-no-arena` / `memfd-initializers-outside-arena` (`memfd` with ONNX Runtime's CPU arena off, or with
+initializers allocated outside it: `session.use_device_allocator_for_initializers`). The level defaults to what
+the artifact's `decode_config.json` beside the graph records (`DecodeConfig.session_level`), as the runtime opens it.
 
 Per way: session creation time; the process's peak and current RSS (VmHWM, VmRSS; a memory file's pages are
 shared memory, outside RSS); and, run as root on a cgroup-v1 memory hierarchy, the cgroup's peak while loading
@@ -22,15 +23,12 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 CGROUP_V1 = Path("/sys/fs/cgroup/memory")
-WAYS = ("file", "bytes", "memfd", "memfd-no-arena", "memfd-initializers-outside-arena", "memfd-external",
-        "memfd-external-no-prepack", "memfd-closed-after-parse")
-EXTERNAL_ALIGN = 1 << 16  # onnxruntime maps external data whose offset is a multiple of the allocation granularity
+WAYS = ("file", "bytes", "memfd", "memfd-closed-after-parse", "memfd-no-arena", "memfd-initializers-outside-arena")
 
 PROBE = r"""
 import gc, json, os, shutil, sys, time
@@ -49,8 +47,6 @@ if way == "memfd-no-arena":
     options.enable_cpu_mem_arena = False
 if way == "memfd-initializers-outside-arena":
     options.add_session_config_entry("session.use_device_allocator_for_initializers", "1")
-if way == "memfd-external-no-prepack":
-    options.add_session_config_entry("session.disable_prepacking", "1")
 start = time.perf_counter()
 if way == "file":
     session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
@@ -68,20 +64,6 @@ elif way == "memfd-closed-after-parse":
     os.close(fd)
     parsed.initialize_session(["CPUExecutionProvider"], [{}], set())
     session = ort.InferenceSession._from_initialized_c_session(parsed)
-elif way.startswith("memfd-external"):
-    # the external data in a memory file, reached by a link named as the graph records it
-    import tempfile
-    links, fds = tempfile.mkdtemp(), []
-    shutil.copy(os.path.join(graph, "model.onnx"), links)  # the graph without its weights: small, a real file
-    fd = os.memfd_create("model.onnx.data")
-    with open(os.path.join(graph, "model.onnx.data"), "rb") as source, open("/proc/self/fd/%d" % fd, "wb") as target:
-        shutil.copyfileobj(source, target, 1 << 20)
-    os.symlink("/proc/%d/fd/%d" % (os.getpid(), fd), os.path.join(links, "model.onnx.data"))
-    fds.append(fd)
-    session = ort.InferenceSession(os.path.join(links, "model.onnx"), options, providers=["CPUExecutionProvider"])
-    for fd in fds:
-        os.close(fd)
-    shutil.rmtree(links)
 else:
     fd = os.memfd_create("graph")
     with open(graph, "rb") as source, open("/proc/self/fd/%d" % fd, "wb") as target:
@@ -135,28 +117,6 @@ def measure(way: str, graph: Path, threads: int, level: str) -> dict[str, Any]:
     return figures
 
 
-def external_copy(graph: Path, folder: Path, threshold: int = 1 << 16) -> Path:
-    """`graph` written into `folder` as `model.onnx` with every initializer of `threshold` bytes or more in
-    `model.onnx.data`, each at an offset aligned to `EXTERNAL_ALIGN` so that onnxruntime can map it in place."""
-    import onnx
-
-    model = onnx.load(str(graph))
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "model.onnx.data", "wb") as data:
-        for tensor in model.graph.initializer:
-            if not tensor.HasField("raw_data") or len(tensor.raw_data) < threshold:
-                continue
-            data.seek(-data.tell() % EXTERNAL_ALIGN, 1)
-            offset, length = data.tell(), len(tensor.raw_data)
-            data.write(tensor.raw_data)
-            tensor.ClearField("raw_data")
-            tensor.data_location = onnx.TensorProto.EXTERNAL
-            for key, value in (("location", "model.onnx.data"), ("offset", str(offset)), ("length", str(length))):
-                tensor.external_data.add(key=key, value=value)
-    onnx.save(model, str(folder / "model.onnx"))
-    return folder
-
-
 def _level(graph: Path, given: str | None) -> str:
     if given:
         return given
@@ -179,12 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     level, ways = _level(args.graph, args.level), args.ways.split(",")
     print("%s (%d bytes) at %s, %d threads" % (args.graph, args.graph.stat().st_size, level, args.threads))
     rounds = []
-    with tempfile.TemporaryDirectory(prefix="laya-graph-memory-") as scratch:
-        external = external_copy(args.graph, Path(scratch)) if any("external" in w for w in ways) else args.graph
-        for number in range(args.rounds):
-            rounds.append([measure(way, external if "external" in way else args.graph, args.threads, level)
-                           for way in ways])
-            print("round %d of %d done" % (number + 1, args.rounds), file=sys.stderr)
+    for number in range(args.rounds):
+        rounds.append([measure(way, args.graph, args.threads, level) for way in ways])
+        print("round %d of %d done" % (number + 1, args.rounds), file=sys.stderr)
     for index, way in enumerate(ways):
         mine = [r[index] for r in rounds]
         med = {k: statistics.median(m[k] for m in mine) for k in mine[0] if isinstance(mine[0][k], int | float)}

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from laya_serverless.artifact.fetch import MemoryFile
 from laya_serverless.core.fallback import open_decision_session
@@ -57,3 +58,32 @@ def test_a_gpu_session_frees_nothing_after_parsing() -> None:
     open_decision_session(GRAPH, "cuda", loading=Loading("ORT_DISABLE_ALL", lambda: None), cpu_retry=True,
                           placement=replace(fake, open=spy))   # type: ignore[arg-type]
     assert [loading.after_parse for loading in seen] == [None]
+
+
+def test_the_loader_frees_an_in_memory_graph_once_parsed_and_serves_the_same_answers(
+        tiny_fp32: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from laya_artifacts.deploy.publish import publish
+    from laya_serverless import Decider
+    from laya_serverless.artifact.fetch import read_manifest
+    from laya_serverless.artifact.store import LocalStore
+    from laya_serverless.assembly.loader import open_artifact
+
+    store = LocalStore(tmp_path / "store")
+    artifact_id = publish(tiny_fp32, store)
+    closed: list[bool] = []
+    close = MemoryFile.close
+
+    def counted(memory: MemoryFile) -> None:
+        closed.append(memory._fd is not None)
+        close(memory)
+
+    monkeypatch.setattr(MemoryFile, "close", counted)
+    settings = SimpleNamespace(graph_in_memory=True)
+    decider, _ = open_artifact(store, artifact_id, read_manifest(store, artifact_id), settings,  # type: ignore[arg-type]
+                               tmp_path / "cache", 1)
+    assert closed == [True, False]   # freed once parsed; the fetch's own release afterwards found it closed
+    questions = {"team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech", "other"]}}
+    assert decider.predict("I was charged twice", questions) == Decider.from_artifact(tiny_fp32).predict(
+        "I was charged twice", questions)

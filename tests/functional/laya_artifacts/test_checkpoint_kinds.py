@@ -61,7 +61,7 @@ def test_the_real_shapes_are_stored_in_fp16_at_their_published_sizes(kind):
     tensors = _safetensors_header(checkpoint / "model.safetensors")
     counts = {name: 1 for name in tensors}
     for name, info in tensors.items():
-        for dim in info["shape"]:  # type: ignore[attr-defined]
+        for dim in info["shape"]:
             counts[name] *= dim
     assert {info["dtype"] for info in tensors.values()} == {"F16"}
     parameters = sum(n for name, n in counts.items() if name != "temperature")

@@ -22,7 +22,8 @@ class _Recording:
     """The decider's session, keeping every pass's raw outputs."""
 
     def __init__(self, session: Any) -> None:
-        self.session, self.outputs = session, []
+        self.session = session
+        self.outputs: list[tuple[np.ndarray, np.ndarray]] = []
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         logits, act = self.session.run(feeds)

@@ -10,6 +10,10 @@ it initializes the session: what the runtime does on Lambda, `core/session.py`, 
 initializers allocated outside it: `session.use_device_allocator_for_initializers`). The level defaults to what
 the artifact's `decode_config.json` beside the graph records (`DecodeConfig.session_level`), as the runtime opens it.
 
+The `file` way first drops the graph's pages from the page cache (`posix_fadvise`), so that its reads are
+charged to its cgroup as on a cold start (page cache the kernel may reclaim, unlike a memory file's pages).
+`--limit-mb` puts a hard limit (no swap) on each cgroup and reports the ways the out-of-memory killer stopped.
+
 Per way: session creation time; the process's peak and current RSS (VmHWM, VmRSS; a memory file's pages are
 shared memory, outside RSS); and, run as root on a cgroup-v1 memory hierarchy, the cgroup's peak while loading
 (`memory.max_usage_in_bytes`: the memory file included, as Lambda counts it) and its use once the session has
@@ -49,6 +53,11 @@ if way == "memfd-initializers-outside-arena":
     options.add_session_config_entry("session.use_device_allocator_for_initializers", "1")
 start = time.perf_counter()
 if way == "file":
+    # its pages out of the page cache first, so that reading it is charged here, as on a cold start
+    evict = os.open(graph, os.O_RDONLY)
+    os.posix_fadvise(evict, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(evict)
+    start = time.perf_counter()
     session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 elif way == "bytes":
     data = open(graph, "rb").read()
@@ -86,8 +95,9 @@ print(json.dumps({"way": way, "session_s": seconds, "vm_hwm_mb": status("VmHWM")
 """
 
 
-def _cgroup() -> Path | None:
-    """A fresh child memory cgroup (v1, root only), or None where there is none to make."""
+def _cgroup(limit_mb: int | None = None) -> Path | None:
+    """A fresh child memory cgroup (v1, root only), limited to `limit_mb` (no swap) when given, or None where
+    there is none to make."""
     if not (CGROUP_V1 / "memory.max_usage_in_bytes").is_file():
         return None
     path = CGROUP_V1 / ("laya-graph-memory-%s" % uuid.uuid4().hex[:8])
@@ -95,12 +105,16 @@ def _cgroup() -> Path | None:
         path.mkdir()
     except OSError:
         return None
+    if limit_mb:
+        for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+            if (path / name).exists():
+                (path / name).write_text(str(limit_mb * 2**20))
     return path
 
 
-def measure(way: str, graph: Path, threads: int, level: str) -> dict[str, Any]:
-    """One way, in a fresh process (in a fresh memory cgroup where one can be made)."""
-    group = _cgroup()
+def measure(way: str, graph: Path, threads: int, level: str, limit_mb: int | None = None) -> dict[str, Any]:
+    """One way, in a fresh process (in a fresh memory cgroup where one can be made, limited to `limit_mb`)."""
+    group = _cgroup(limit_mb)
     enter = "echo $$ > %s/cgroup.procs && " % group if group else ""
     command = enter + "exec %s -c '%s' %s %s %d %s %s" % (
         sys.executable, PROBE.replace("'", "'\\''"), way, graph, threads, level, group or "''")
@@ -109,6 +123,8 @@ def measure(way: str, graph: Path, threads: int, level: str) -> dict[str, Any]:
     finally:
         if group:
             group.rmdir()
+    if done.returncode in (-9, 137) and limit_mb:   # killed by the cgroup's out-of-memory killer
+        return {"way": way, "oom_killed": True, "limit_mb": limit_mb}
     if done.returncode:
         raise RuntimeError("the %s probe failed: %s" % (way, done.stderr[-2000:]))
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -135,15 +151,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ways", default="file,bytes,memfd", help="comma-separated, of %s" % ", ".join(WAYS))
     parser.add_argument("--rounds", type=int, default=1, help="fresh processes per way (medians are printed)")
     parser.add_argument("--json", type=Path, help="write every round's figures here")
+    parser.add_argument("--limit-mb", type=int, help="a hard memory limit on each way's cgroup: does it load?")
     args = parser.parse_args(argv)
     level, ways = _level(args.graph, args.level), args.ways.split(",")
     print("%s (%d bytes) at %s, %d threads" % (args.graph, args.graph.stat().st_size, level, args.threads))
     rounds = []
     for number in range(args.rounds):
-        rounds.append([measure(way, args.graph, args.threads, level) for way in ways])
+        rounds.append([measure(way, args.graph, args.threads, level, args.limit_mb) for way in ways])
         print("round %d of %d done" % (number + 1, args.rounds), file=sys.stderr)
     for index, way in enumerate(ways):
         mine = [r[index] for r in rounds]
+        if any(m.get("oom_killed") for m in mine):
+            print("%-34s out-of-memory killed under %d MB in %d of %d rounds"
+                  % (way, args.limit_mb, sum(bool(m.get("oom_killed")) for m in mine), len(mine)))
+            continue
         med = {k: statistics.median(m[k] for m in mine) for k in mine[0] if isinstance(mine[0][k], int | float)}
         print("%-34s session %5.2f s  VmHWM %6.0f MB  VmRSS %6.0f MB  cgroup peak %s  steady %s  peak/steady %s"
               % (way, med["session_s"], med["vm_hwm_mb"], med["vm_rss_mb"], _mb(med.get("cgroup_peak_mb")),

@@ -99,8 +99,9 @@ def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
+        memory = fetched.graph_in_memory   # freed once parsed: not held beside the session's copies at INIT
         decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph,
-                                        files=fetched.files)
+                                        files=fetched.files, release_graph=memory.close if memory else None)
     finally:
         fetched.release()
     return decider, fetched.manifest

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
-from .session import DecisionSession, Feeds, Threads, collate
+from .session import DecisionSession, Feeds, Loading, Threads, collate
 from .tokenize import TextEncoder
 
 # Upstream sorts states by length inside windows of this many passes.
@@ -45,7 +45,8 @@ class Decider:
     @classmethod
     def from_artifact(cls, artifact_dir: str | Path, threads: Threads = None, verify: bool = True, *,
                       device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
-                      graph: Path | None = None, files: Mapping[str, Path] | None = None) -> Decider:
+                      graph: Path | None = None, files: Mapping[str, Path] | None = None,
+                      release_graph: Callable[[], None] | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
@@ -53,7 +54,8 @@ class Decider:
         `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
         `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`); `graph`, the graph
         where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory; `files`, where
-        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified).
+        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified);
+        `release_graph`, what frees the graph's bytes, called as soon as onnxruntime has parsed them (a CPU session).
         """
         path = Path(artifact_dir)
         if verify:
@@ -62,11 +64,12 @@ class Decider:
         graph = graph or files.get(GRAPH_FILE)
         config = DecodeConfig.load(path, files.get(DECODE_CONFIG_FILE))
         encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
-        with observe.span(observe.SESSION):
-            session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
-                                            optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
-                                            placement=placement)
+        # read before the session: the graph's bytes may be released while it is made
         config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
+        loading = Loading(config.session_level, release_graph)
+        with observe.span(observe.SESSION):
+            session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads, loading=loading,
+                                            cpu_retry=cpu_retry, placement=placement)
         return cls(session, encoder, config)
 
     @classmethod

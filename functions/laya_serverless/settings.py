@@ -21,7 +21,19 @@ from typing import Any
 from .artifact.store import DEFAULT_LOCAL_STORE
 from .artifact.targets import DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET, TARGETS
 from .artifact.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_MB, DownloadParts
-from .configuration import Boolean, Choice, Field, Integer, Invalid, Number, Secret, Text, declared, parse_environ
+from .configuration import (
+    Boolean,
+    Choice,
+    Field,
+    Integer,
+    Invalid,
+    Number,
+    Secret,
+    Text,
+    declared,
+    parse_environ,
+    unknown_names,
+)
 from .configuration import setting as _setting
 from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 from .core.providers import CPU, CUDA, DEVICES, device_of_target
@@ -71,6 +83,9 @@ ARTIFACT_KEYS = "LAYA_ARTIFACT_KEYS"
 ARTIFACT_PINS = "LAYA_ARTIFACT_PINS"
 
 _MANY = 10**9  # the upper bound of counts upstream leaves unbounded
+PREFIX = "LAYA_"  # every variable of this table starts so; an undeclared one is refused at start
+# Upstream's variables this deployment replaces (docs/protocol.md): refused with what to set instead.
+REPLACED = {name: DEPLOYED for name in ("LAYA_PRELOAD", "LAYA_MODELS", "LAYA_MAX_LOADED", "LAYA_EXTRA_MODELS")}
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -284,9 +299,13 @@ class Settings:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
+        refuse_undeclared(env)
         values: dict[str, Any] = {}
         for part in _parts().values():
             values.update(parse_environ(part, env, SettingsError))
+        if values["api_key"] is not None and values["api_key_secret"] is not None:
+            raise SettingsError("%s and %s are both set: name the key once (the secret's ARN on Lambda), not two "
+                                "keys of which one would silently win" % (API_KEY, API_KEY_SECRET))
         if not (env.get(TARGET) or "").strip():
             values["target"] = DEFAULT_TARGETS[values["device"]]
         if device_of_target(values["target"]) != values["device"]:
@@ -313,6 +332,21 @@ OTHER_FUNCTIONS = (
     Field(GPU_INFERENCE_COMPONENT, Text("SageMaker inference component name"), None,
           "The /gpu proxy function: the inference component it names (-c gpu_min_instances=0)"),
 )
+
+
+def refuse_undeclared(environ: Mapping[str, str]) -> None:
+    """Refuse `LAYA_*` names the table does not declare (a typo would otherwise start with the default: no auth,
+    no signature checks), naming the nearest declared one, and upstream's names with what replaces them."""
+    given = [name for name in environ if name.startswith(PREFIX)]
+    replaced = sorted(name for name in given if name in REPLACED)
+    if replaced:
+        raise SettingsError("%s: not read here; set %s instead (docs/protocol.md)"
+                            % (", ".join(replaced), REPLACED[replaced[0]]))
+    known = [f.env for f in (*fields().values(), *OTHER_FUNCTIONS) if f.env]
+    unknown = unknown_names(given, known)
+    if unknown:
+        raise SettingsError("unknown setting %s: every %s* variable is declared in docs/configuration.md; unset it"
+                            % (", ".join(unknown), PREFIX))
 
 
 def fields() -> dict[str, Field]:

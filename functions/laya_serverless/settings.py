@@ -116,6 +116,16 @@ def _artifact_pins(text: str) -> dict[str, str]:
     return pins
 
 
+def _path(text: str) -> str:
+    """A URL path prefix: empty or `/` (none), else /SEGMENT[/SEGMENT...] of URL-safe characters, never . or .."""
+    prefix = text.rstrip("/") if text != "/" else text
+    segments = prefix.split("/")[1:]
+    if prefix in ("", "/") or (prefix.startswith("/") and all(
+            re.fullmatch(r"[A-Za-z0-9._~-]+", s) and s not in (".", "..") for s in segments)):
+        return prefix
+    raise Invalid("must be a path like /laya (segments of letters, digits and ._~-, no . or ..)")
+
+
 def _store(text: str) -> str:
     if text.startswith("s3://") and not text[len("s3://"):].split("/")[0]:
         raise Invalid("must be s3://BUCKET[/PREFIX] or a folder")
@@ -150,8 +160,9 @@ class HttpSettings:
     idle_unload_seconds: float = _field(
         IDLE_UNLOAD_SECONDS, Number(unit="number of seconds"), 0.0,
         "A long-running server unloads its checkpoints after this idle time (0: never)", tolerant=True)
-    root_path: str = _field(ROOT_PATH, Text("path"), "", "ASGI root path (the OpenAPI document's server URL)")
-    api_base_path: str = _field(API_BASE_PATH, Text("path"), "/",
+    root_path: str = _field(ROOT_PATH, Text("path like /laya", _path), "",
+                            "ASGI root path (the OpenAPI document's server URL)")
+    api_base_path: str = _field(API_BASE_PATH, Text("path like /prod", _path), "/",
                                 "A path prefix API Gateway leaves on requests (REST stage, custom domain)")
 
 
@@ -259,7 +270,8 @@ class JobSettings:
 
     jobs_state_machine: str | None = _field(JOBS_STATE_MACHINE, Text("Step Functions ARN"), None,
                                             "Lambda: the Step Functions engine; unset: the local engine")
-    jobs_workers: int = _field(JOBS_WORKERS, Integer(0, 64), 1, "Local engine: worker processes (0: no local jobs)")
+    jobs_workers: int = _field(JOBS_WORKERS, Integer(0, 64), 1,
+                               "Local engine: worker processes (0: no local jobs; at most this machine's CPUs)")
     jobs_max_states: int = _field(JOBS_MAX_STATES, Integer(1, _MANY), 100_000, "States one job may hold",
                                   tolerant=True)
     jobs_max_input_bytes: int = _field(JOBS_MAX_INPUT_BYTES, Integer(1, _MANY), 64 * 1024 * 1024,
@@ -313,11 +325,30 @@ class Settings:
             raise SettingsError("%s=%s cannot serve %s=%s: that target was gated on %s; set %s=%s or a %s-* target"
                                 % (DEVICE, device, TARGET, target, device_of_target(target), DEVICE,
                                    device_of_target(target), device))
+        _check_deployment_pins(values, env)
+        _check_workers(values, env)
         chosen = values["default_model"]
         if chosen is not None and chosen not in values["deployed"]:
             raise SettingsError("invalid %s %r: must be one of the deployed names (%s: %s)"
                                 % (DEFAULT_MODEL, env.get(DEFAULT_MODEL), DEPLOYED, ", ".join(values["deployed"])))
         return cls.of(**values)
+
+
+def _check_deployment_pins(values: dict[str, Any], env: Mapping[str, str]) -> None:
+    """A pin of a checkpoint this deployment does not serve would be ignored: refused, naming what is deployed."""
+    stored = set(values["deployed"].values())
+    stray = sorted(pin for pin in values["artifact_pins"] if pin.rpartition("/")[0] not in stored)
+    if stray:
+        raise SettingsError("invalid %s: %s pins a checkpoint that is not deployed (%s: %s)"
+                            % (ARTIFACT_PINS, ", ".join(stray), DEPLOYED, ", ".join(sorted(stored))))
+
+
+def _check_workers(values: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Each local jobs worker holds its own copy of every model: never more processes than this machine's CPUs."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if values["jobs_state_machine"] is None and values["jobs_workers"] > cpus:
+        raise SettingsError("invalid %s %r: this machine has %d CPUs; at most %d worker processes"
+                            % (JOBS_WORKERS, env.get(JOBS_WORKERS), cpus, cpus))
 
 
 def _parts() -> dict[str, type]:

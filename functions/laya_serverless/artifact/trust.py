@@ -38,6 +38,12 @@ def _keys(refs: tuple[str, ...]) -> dict[str, TrustedKey]:
     return trusted_keys(refs, _kms_client)
 
 
+def load_keys(refs: tuple[str, ...]) -> dict[str, TrustedKey]:
+    """The trusted keys of `refs`, loaded once per process (the edge calls this at start, so a bad key refuses
+    the start instead of every load)."""
+    return _keys(tuple(refs))
+
+
 def pin_key(checkpoint: str, target: str) -> str:
     return "%s/%s" % (checkpoint, target)
 
@@ -71,4 +77,4 @@ def trusted_artifact(store: ObjectStore, checkpoint: str, target: str, keys: tup
     return artifact_id, manifest
 
 
-__all__ = ["check_binding", "pin_key", "trusted_artifact", "use_kms_client"]
+__all__ = ["check_binding", "load_keys", "pin_key", "trusted_artifact", "use_kms_client"]

@@ -48,6 +48,11 @@ def test_every_variable_the_functions_read_is_declared_and_on_the_page() -> None
     ({"LAYA_PORT": "80800"}, "invalid LAYA_PORT '80800'"),
     ({"LAYA_API_KEY": "s3cr3t-kéy"}, "invalid LAYA_API_KEY \\(value hidden\\): holds a character that is not"),
     ({"LAYA_API_KEY": "k" * 20_000}, "invalid LAYA_API_KEY \\(value hidden\\): is 20000 characters long; at most 4096"),
+    ({"LAYA_ROOT_PATH": "javascript:alert(1)"}, "invalid LAYA_ROOT_PATH 'javascript:alert\\(1\\)': must be a path"),
+    ({"LAYA_API_BASE_PATH": "../x"}, "invalid LAYA_API_BASE_PATH '../x': must be a path like /laya"),
+    ({"LAYA_API_BASE_PATH": "/a/../x"}, "invalid LAYA_API_BASE_PATH '/a/../x': must be a path like /laya"),
+    ({"LAYA_ARTIFACT_PINS": "legal/cpu-int8=" + "a" * 64},
+     "invalid LAYA_ARTIFACT_PINS: legal/cpu-int8 pins a checkpoint that is not deployed \\(LAYA_DEPLOYED: demo\\)"),
     ({"LAYA_API_KEY": "k3y", "LAYA_API_KEY_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:k"},
      "LAYA_API_KEY and LAYA_API_KEY_SECRET_ARN are both set"),
 ])
@@ -146,3 +151,19 @@ def test_a_choice_suggests_the_nearest_allowed_value() -> None:
     with pytest.raises(Invalid, match=re.escape("(did you mean canary?)")) as caught:
         Choice(("canary", "linear", "all-at-once"), case_sensitive=True)("canery")
     assert caught.value.suggestion == "canary"
+
+
+def test_paths_are_read_back_as_written() -> None:
+    chosen = Settings.from_environ({"LAYA_ROOT_PATH": "/prod/laya", "LAYA_API_BASE_PATH": "/laya/"})
+    assert (chosen.http.root_path, chosen.http.api_base_path) == ("/prod/laya", "/laya")
+    assert (Settings.from_environ({}).http.root_path, Settings.from_environ({}).http.api_base_path) == ("", "/")
+
+
+def test_local_jobs_workers_are_bounded_by_this_machines_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker holds every model: 64 of them on a 2-CPU machine is a swap storm, not a setting."""
+    monkeypatch.setattr(runtime.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert Settings.from_environ({"LAYA_JOBS_WORKERS": "2"}).jobs.jobs_workers == 2
+    with pytest.raises(SettingsError, match="invalid LAYA_JOBS_WORKERS '64': this machine has 2 CPUs; at most 2"):
+        Settings.from_environ({"LAYA_JOBS_WORKERS": "64"})
+    stepfunctions = {"LAYA_JOBS_WORKERS": "64", "LAYA_JOBS_STATE_MACHINE": "arn:aws:states:eu-west-1:1:stateMachine:j"}
+    assert Settings.from_environ(stepfunctions).jobs.local_processes == 1  # no local pool: not this machine's load

@@ -230,7 +230,8 @@ def test_a_malformed_pin_is_refused_naming_the_variable(text: str) -> None:
 
 
 def test_hub_checkpoint_pins_keep_their_owner() -> None:
-    pins = Settings.from_environ({ARTIFACT_PINS: "owner/name/cpu-int8=%s, demo/cpu-fp32=%s" % ("a" * 64, "b" * 64)})
+    pins = Settings.from_environ({ARTIFACT_PINS: "owner/name/cpu-int8=%s, demo/cpu-fp32=%s" % ("a" * 64, "b" * 64),
+                                  "LAYA_DEPLOYED": "english=demo,hub=owner/name"})
     assert pins.deployment.artifact_pins == {"owner/name/cpu-int8": "a" * 64, "demo/cpu-fp32": "b" * 64}
 
 

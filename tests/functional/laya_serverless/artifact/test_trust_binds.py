@@ -218,3 +218,17 @@ def test_decider_from_store_refuses_int8_unproven_on_this_cpu(tmp_path: Path) ->
     here = {"machine": "x86_64", "isa": ["avx2"], "model": "this box"}
     with pytest.raises(ArtifactError, match="was gated on avx512-vnni int8 kernels .* never on this CPU's avx2"):
         Decider.from_store(store.root, CHECKPOINT, "cpu-int8", cache_dir=tmp_path / "cache", here=lambda: here)
+
+
+def test_a_bad_artifact_key_refuses_the_start_naming_the_variable(tmp_path: Path) -> None:
+    """It used to start, answer 503, and tell operators to check LAYA_STORE, LAYA_DEPLOYED and LAYA_TARGET."""
+    from laya_serverless.assembly.loader import assemble_deployment
+    from laya_serverless.errors import SettingsError
+    from laya_serverless.settings import ARTIFACT_KEYS, Settings
+
+    store = LocalStore(tmp_path / "store")
+    publish(fake_artifact(tmp_path / "a", "one"), store)
+    settings = Settings.from_environ({"LAYA_STORE": str(store.root), "LAYA_TARGET": TARGET,
+                                      ARTIFACT_KEYS: str(tmp_path / "missing.pem")})
+    with pytest.raises(SettingsError, match="^invalid LAYA_ARTIFACT_KEYS: cannot read the artifact signing key"):
+        assemble_deployment(settings.deployment)

@@ -130,6 +130,16 @@ class Decider:
         apply_abstention(results, threshold)
         return results
 
+    def check_budgets(self, questions: dict[str, Any], max_len: int | None = None,
+                      head_max_len: int | None = None) -> None:
+        """Refuse what `predict_batch` would refuse of these budgets for every state, before any state runs: past
+        the encoder's positions, or too small for the questions' option markers (a job checks at submission)."""
+        width = check_budget("max_len", max_len) or self.config.max_len
+        head_width = check_budget("head_max_len", head_max_len) or self.config.head_max_len
+        check_position_limit("max_len", max_len, self.config.max_positions)
+        check_position_limit("head_max_len", head_max_len, self.config.max_positions)
+        self.rows_for("", parse_questions(questions), width, head_width)  # the markers depend on the questions only
+
     def rows_for(self, state: Any, questions: Sequence[Question], max_len: int, head_max_len: int) -> list[Row]:
         """One state's rows, its text tokenized once for every question."""
         tokens = encode_state(self.encoder, self.config.special, state)

@@ -50,7 +50,8 @@ def pin_key(checkpoint: str, target: str) -> str:
 
 def check_binding(manifest: Manifest, artifact_id: str, checkpoint: str, target: str) -> None:
     """Refuse an artifact that is not (checkpoint, target), or whose gate did not pass, whatever vouches for it."""
-    named = (manifest.checkpoint.get("name"), manifest.target)
+    checkpoint_block = manifest.raw["configuration"].get("checkpoint")
+    named = (checkpoint_block.get("name") if isinstance(checkpoint_block, dict) else None, manifest.target)
     if named != (checkpoint, target):
         raise ArtifactError("artifact %s is %s/%s, not the %s/%s it is served as" % (
             artifact_id[:12], named[0], named[1], checkpoint, target))

@@ -21,7 +21,7 @@ from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
-from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
+from ..artifact.platform import cpu_profile, gated_elsewhere, int8_kernels, unproven_here
 from ..artifact.store import ObjectStore, open_store
 from ..artifact.targets import FALLBACK_TARGET
 from ..artifact.trust import load_keys, trusted_artifact
@@ -79,6 +79,9 @@ def choose_artifact(store: ObjectStore, stored: str, settings: DeploymentSetting
     int8 artifact unproven here is refused before its graph moves."""
     artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
                                              settings.artifact_pins)
+    mismatch = gated_elsewhere(manifest[1], artifact_id)
+    if mismatch is not None:  # no fallback: the FP32 artifact was gated under the same other runtime
+        raise ArtifactError(mismatch)
     refused = unproven_here(manifest[1], artifact_id, store, here)
     if refused is None:
         return artifact_id, manifest, None

@@ -18,7 +18,7 @@ from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
 from ..artifact.gpu import gpu_profile, unproven_on_this_gpu
 from ..artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
-from ..artifact.platform import unproven_here
+from ..artifact.platform import gated_elsewhere, unproven_here
 from ..artifact.positions import graph_positions
 from ..artifact.store import open_store
 from ..artifact.targets import CPU_INT8
@@ -87,7 +87,8 @@ class Decider:
         store = open_store(uri, s3_client=s3_client)
         artifact_id, manifest = trusted_artifact(store, checkpoint, target, tuple(keys))
         if device_of_target(target) == CPU:
-            refused = unproven_here(manifest[1], artifact_id, store, (here or cpu_profile)())
+            refused = gated_elsewhere(manifest[1], artifact_id) or unproven_here(
+                manifest[1], artifact_id, store, (here or cpu_profile)())
         else:
             refused = unproven_on_this_gpu(manifest[1], artifact_id, store, (here or gpu_profile)())
         if refused is not None:

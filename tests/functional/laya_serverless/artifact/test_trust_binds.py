@@ -4,6 +4,7 @@ and the rollback that keeps those true. Fake artifacts: every refusal here happe
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,33 @@ def test_a_bad_artifact_key_refuses_the_start_naming_the_variable(tmp_path: Path
                                       ARTIFACT_KEYS: str(tmp_path / "missing.pem")})
     with pytest.raises(SettingsError, match="^invalid LAYA_ARTIFACT_KEYS: cannot read the artifact signing key"):
         assemble_deployment(settings.deployment)
+
+
+# ---------------------------------------------------------------------------------- the runtime it was gated on
+
+def _gated_under(root: Path, version: str) -> Path:
+    artifact = fake_artifact(root, "ort")
+    manifest = json.loads((artifact / MANIFEST_FILE).read_text())
+    manifest["tools"] = {"onnxruntime": version}
+    manifest["runtime"] = {"lock": "layers/requirements.lock", "sha256": "ab" * 32}
+    (artifact / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
+    return artifact
+
+
+def test_an_artifact_gated_under_another_onnxruntime_is_refused_at_load(tmp_path: Path) -> None:
+    """The manifest records the runtime it was gated under; nothing compared it at load."""
+    from laya_serverless.artifact.platform import gated_elsewhere, onnxruntime_version
+    from laya_serverless.assembly.loader import choose_artifact
+    from laya_serverless.core.decider import Decider
+    from laya_serverless.settings import Settings
+
+    store = LocalStore(tmp_path / "store")
+    publish(_gated_under(tmp_path / "a", "1.0.0"), store)
+    settings = Settings.of(store=str(store.root), target=TARGET).deployment
+    with pytest.raises(ArtifactError, match=r"gated under onnxruntime 1\.0\.0 \(lock sha256 abababababab\) and this "
+                                            r"process runs onnxruntime %s" % re.escape(onnxruntime_version())):
+        choose_artifact(store, CHECKPOINT, settings, {"machine": "x86_64", "isa": ["avx2"]})
+    with pytest.raises(ArtifactError, match="gated under onnxruntime 1.0.0"):
+        Decider.from_store(store.root, CHECKPOINT, TARGET, cache_dir=tmp_path / "cache")
+    _, manifest = trusted_artifact(store, CHECKPOINT, TARGET)[1]
+    assert gated_elsewhere(manifest, "a" * 64, have="1.0.0") is None

@@ -165,7 +165,7 @@ def sign_published(store: ObjectStore, artifact_id: str, signer: Signer) -> bool
     _, manifest = read_manifest(store, artifact_id)  # only an artifact that is there, whole, is vouched for
     _, record = signature_of(artifact_id, signer)
     added = store.create(signature_key(artifact_id, signer.key_id), record)
-    checkpoint, target = manifest.checkpoint.get("name"), manifest.target
+    checkpoint, target = str(manifest.checkpoint.get("name")), manifest.target
     found = serials(store, checkpoint, target)
     if found:
         serial = max(found)

@@ -141,7 +141,8 @@ def gated_elsewhere(manifest: Manifest, artifact_id: str, have: str | None = Non
     have = have or onnxruntime_version()
     if wanted == have:
         return None
-    runtime = manifest.raw.get("runtime") if isinstance(manifest.raw.get("runtime"), dict) else {}
+    recorded = manifest.raw.get("runtime")
+    runtime: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     return ("artifact %s was gated under onnxruntime %s (lock sha256 %s) and this process runs onnxruntime %s; "
             "answers are proven for one exact configuration. Serve it with the runtime it was gated on (the layer "
             "built from that lock), or rebuild it with this one" % (

@@ -109,7 +109,8 @@ def _check_budgets(questions: dict[str, Any], batch: BatchControls, deciders: Ma
     """`max_len`/`head_max_len` that /batch would refuse are refused now, not in every shard: checked by the pinned
     checkpoint's decider, or by every deployed one when the job routes per state."""
     controls = batch.controls
-    chosen = [deciders[controls.model]] if controls.model in deciders else list(deciders.values())
+    pinned = deciders.get(controls.model) if controls.model is not None else None
+    chosen = [pinned] if pinned is not None else list(deciders.values())
     try:
         for decider in chosen:
             decider.check_budgets(questions, controls.max_len, controls.head_max_len)

@@ -69,9 +69,10 @@ def servable(store: ObjectStore, artifact_id: str, checkpoint: str, target: str,
     from laya_serverless.artifact.trust import check_binding
 
     _, manifest = read_manifest(store, artifact_id)  # still there and whole: checked against its id
-    if (manifest.checkpoint.get("name"), manifest.target) != (checkpoint, target):
+    named = (manifest.raw["configuration"].get("checkpoint") or {}).get("name")
+    if (named, manifest.target) != (checkpoint, target):
         raise ArtifactError("artifact %s in the history of %s/%s is %s/%s: the pointer was edited by hand"
-                            % (artifact_id, checkpoint, target, manifest.checkpoint.get("name"), manifest.target))
+                            % (artifact_id, checkpoint, target, named, manifest.target))
     check_binding(manifest, artifact_id, checkpoint, target)
     if keys:
         verify_signed(store, artifact_id, trusted_keys(keys))
@@ -89,11 +90,13 @@ class Move:
 
 
 def _move(store: ObjectStore, checkpoint: str, target: str, move: Move, progress: Callable[[str], None]) -> None:
-    """Check the destination, sign the release (with keys the runtime checks it), then swap the pointer."""
-    servable(store, move.to, checkpoint, target, move.keys)
-    if move.keys and move.signer is None:
-        raise ArtifactError("signing is configured (%s): a %s needs --sign-key, or the deployment refuses the "
-                            "pointer as an older artifact served as the latest" % (", ".join(move.keys), move.action))
+    """Sign the release of a destination `servable` passed (with keys the runtime checks it), then swap the pointer."""
+    from laya_serverless.artifact.signature import trusted_keys
+
+    if move.keys and (move.signer is None or move.signer.key_id not in trusted_keys(move.keys)):
+        raise ArtifactError("signing is configured (%s): a %s needs --sign-key with one of those keys, or the "
+                            "deployment refuses the pointer as an older artifact served as the latest"
+                            % (", ".join(move.keys), move.action))
     if move.signer is not None:
         release = sign_release(store, checkpoint, target, move.to, move.action, move.signer)
         progress("signed release %d of %s/%s (%s)" % (release.serial, checkpoint, target, move.action))

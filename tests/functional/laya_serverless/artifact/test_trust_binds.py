@@ -149,6 +149,9 @@ def test_rollback_with_keys_but_no_signer_is_refused(tmp_path: Path,
     second = publish(fake_artifact(tmp_path / "b", "two"), store, signer=signer)
     with pytest.raises(ArtifactError, match="needs --sign-key"):
         rollback(store, CHECKPOINT, TARGET, keys=trusted)
+    foreign = LocalSigner(generate_key(tmp_path / "foreign")[0])  # its record would not verify at the runtime
+    with pytest.raises(ArtifactError, match="needs --sign-key with one of those keys"):
+        rollback(store, CHECKPOINT, TARGET, keys=trusted, signer=foreign)
     assert trusted_artifact(store, CHECKPOINT, TARGET, trusted)[0] == second
 
 

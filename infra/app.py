@@ -11,6 +11,7 @@ from laya_infra.config import ConfigError, DeployConfig, refuse_unknown_context
 from laya_infra.constants import FEATURE_FLAGS, STACK_NAME
 from laya_infra.gpu_config import GpuConfig, gpu_fields
 from laya_infra.stack import LayaServerlessStack
+from laya_infra.suppressions import nag_summary
 from laya_serverless.configuration import declared
 from laya_serverless.errors import SettingsError
 
@@ -28,6 +29,7 @@ def build_app(context: dict[str, object] | None = None, outdir: str | None = Non
 
 if __name__ == "__main__":
     try:
-        build_app().synth()
+        assembly = build_app().synth()
     except (ConfigError, SettingsError) as exc:  # the user's context: one line naming the flag, no traceback
         sys.exit("error: %s" % exc)
+    print(nag_summary(assembly, STACK_NAME), file=sys.stderr)   # cdk-nag's run, visible

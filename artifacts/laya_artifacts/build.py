@@ -213,8 +213,8 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
         storage = compact_artifact(out_dir)  # FP16 where exact, restored at load: the same answers, fewer bytes
         progress("    %d large tensors stored in FP16 (exact), %d kept FP32" % (storage["fp16"], storage["kept_fp32"]))
-        return Staged(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS),
-                      {"weights": "fp32", "storage": storage}, _optimized_offline())
+        gated = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
+        return Staged(gated, {"weights": "fp32", "storage": storage}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
     result = _search(raw, scratch, goldens, spec, key, candidates, seams)
     if result.chosen is None:
@@ -224,7 +224,7 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     for path in chosen.directory.iterdir():
         shutil.copy(path, out_dir / path.name)
     progress("    confirming %s once on both splits (confirmation unseen until now)" % chosen.candidate.name)
-    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
     report.search = result.record
     if not report.passed:
         report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "
@@ -264,6 +264,14 @@ def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
     if tuned is not None:
         staged.report.notes.insert(0, trade_off(tuned))
         staged.device_configuration["quantization_aware"] = tuned
+
+
+def refusal(out_dir: Path, report: GateReport) -> str:
+    """Why nothing was built, in the search's words: "gate failed" or "gate passed (...), but not faster"."""
+    reason = report.notes[-1] if report.notes else "see the report"
+    if report.search is not None and report.search.get("chosen") is None:
+        return "no %s artifact for %s: %s" % (report.target, out_dir, reason.removeprefix("nothing to confirm: "))
+    return "the parity gate failed for %s (%s)" % (out_dir, reason)
 
 
 def _guards(spec: BuildSpec, out_dir: Path, seams: BuildSeams) -> list[dict[str, Any]]:
@@ -326,16 +334,14 @@ def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
     refused = _recorded_refusal(goldens, spec, key, progress)
     if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
         _write_report(out_dir, refused, progress)
-        raise GateFailed("the parity gate failed for %s (%s)" % (out_dir, refused.report.notes[-1]), refused.report)
+        raise GateFailed(refusal(out_dir, refused.report), refused.report)
     staged, fusion = _staged(checkpoint_dir, spec, out_dir, goldens, key, candidates, seams)
     _note_fine_tune(staged, tuned)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
     if not report.passed or decode is None:
-        reason = report.notes[-1] if report.notes else "see the report"
-        raise GateFailed("the parity gate failed for %s (%s); report: %s" % (out_dir, reason, out_dir / REPORT_TEXT),
-                         report)
+        raise GateFailed("%s; report: %s" % (refusal(out_dir, report), out_dir / REPORT_TEXT), report)
     progress("4/4 writing the manifest")
     checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": spec.revision,
                   "weights_sha256": weights,

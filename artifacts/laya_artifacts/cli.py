@@ -42,7 +42,7 @@ def _build(args: argparse.Namespace) -> int:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     except Exception as exc:  # offline hub lookups fail in many ways; say which and stop
         return _fail("cannot resolve checkpoint %s: %s" % (args.checkpoint, exc))
-    default_out = Path(".cache") / "artifacts" / ("%s-%s" % (name.replace("/", "--"), args.target))
+    default_out = Path(".cache") / "artifacts" / ("%s-%s" % ((args.name or name).replace("/", "--"), args.target))
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:

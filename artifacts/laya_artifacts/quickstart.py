@@ -87,7 +87,7 @@ def ensure_published(store_dir: Path, cache: Path, keys: Path) -> str:
         built.artifacts[CPU_INT8] = build(checkpoint, name, revision, CPU_INT8)
     except GateFailed as exc:
         # This CPU's int8 kernels moved answers past the gate: serve exact FP32 rather than nothing.
-        say("the %s gate refused every int8 candidate (%s); building %s instead"
+        say("no %s artifact (%s); building %s instead"
             % (CPU_INT8, str(exc).splitlines()[0], FALLBACK_TARGET))
         served, built.artifacts[FALLBACK_TARGET] = FALLBACK_TARGET, build(checkpoint, name, revision, FALLBACK_TARGET)
     say("step 3/4: publishing to %s, signed with the local key" % store_dir)

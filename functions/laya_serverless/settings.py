@@ -230,7 +230,9 @@ class DeploymentSettings:
         shown_default="multilingual if deployed, else the first deployed name")
     device: str = _field(DEVICE, Choice(DEVICES), CPU, "Where sessions must run; never a silent move to the other")
     target: str = _field(TARGET, Text(" | ".join(TARGETS), _target), DEFAULT_CPU_TARGET,
-                         "The compute target served", context="target", example="cpu-int8",
+                         "The compute target served; cpu-int8 serves the checkpoint's cpu-fp32 where no int8 "
+                         "artifact is published or its gate never ran on this CPU (`/health` says why)",
+                         context="target", example="cpu-int8",
                          shown_default="cpu-int8 (cuda-fp16 with LAYA_DEVICE=cuda)")
     cache_dir: str | None = _field(CACHE_DIR, Text("folder"), None, "Where verified artifacts are kept",
                                    shown_default="a private per-user folder")

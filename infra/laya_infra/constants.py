@@ -53,7 +53,7 @@ DEFAULT_DURATION_ALARM_MS = 10_000
 DEFAULT_INIT_ALARM_MS = 5_000
 METRIC_NAMESPACE = "LayaServerless"
 METRIC_SERVICE = "laya-serverless"                         # the `service` dimension Powertools gives EMF metrics
-API_5XX_RATE_ALARM = 0.01                                  # share of gateway answers, per 5 minutes
+API_5XX_RATE_ALARM = 0.01                                  # share of gateway answers, per minute (rollback)
 API_4XX_RATE_ALARM = 0.25                                  # share of gateway answers, 3 periods of 5 minutes
 INIT_METRIC = "InitDurationMs"
 
@@ -63,6 +63,11 @@ ALIAS_NAME = "live"
 # rolls back on the alarms of degraded serving.
 ROLLOUTS = ("canary", "linear", "all-at-once")
 DEFAULT_ROLLOUT = "canary"
+# How long a new version takes traffic before it is all of it (canary: 10% for 5 minutes; linear: 10% a minute).
+ROLLOUT_WINDOW_MINUTES = {"canary": 5, "linear": 10, "all-at-once": 0}
+# The rollback alarms fit in the shortest window: 1-minute periods, firing on 2 bad minutes of 3, so they can fire
+# within 3 minutes of the first bad answer, and one timeout (one bad minute) never rolls a release back.
+ROLLBACK_PERIOD_MINUTES, ROLLBACK_EVALUATION_PERIODS, ROLLBACK_DATAPOINTS = 1, 3, 2
 # Artifact signing (docs/artifacts.md#signatures): the stack's KMS key, when it creates one.
 SIGNING_KEY_ALIAS = "alias/laya-serverless-artifact-signing"
 # Async invocations (an S3 or EventBridge event pointed at a function by mistake): no retry, short age,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aspects, CfnOutput, Stack
 from constructs import Construct
 
 from . import constants as c
@@ -20,6 +20,7 @@ from .jobs import JobsEngine
 from .managed_instances import ManagedInstances
 from .monitoring import Alarms
 from .operations import DeadLetters
+from .retention import DeletionPolicies
 from .rollout import Rollout, SigningKey
 from .storage import ApiKeySecret, ArtifactBucket
 
@@ -28,6 +29,7 @@ class LayaServerlessStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, gpu: GpuConfig | None = None,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        Aspects.of(self).add(DeletionPolicies())   # one deletion policy per kind of data
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
         dead_letters = DeadLetters(self, "AsyncFailures")

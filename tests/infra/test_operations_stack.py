@@ -150,10 +150,16 @@ def test_new_versions_roll_out_as_a_canary_and_roll_back_on_the_alarms(synth):
     assert set(group["AutoRollbackConfiguration"]["Events"]) == {"DEPLOYMENT_FAILURE", "DEPLOYMENT_STOP_ON_ALARM"}
     watched = {a["Name"]["Ref"] for a in group["AlarmConfiguration"]["Alarms"]}
     by_metric = {a.get("MetricName"): logical for logical, a in _alarms(raw).items()}
-    assert {by_metric[m] for m in ("Errors", "NotReady", "RefusedArtifacts", "5XXError",
-                                   "4XXError")} == watched
-    # Notified only: a restore's doing, and an FP32 fallback that serves exact answers (docs/operations.md).
-    assert not {by_metric["ClassSwitches"], by_metric["TargetFallbacks"]} & watched
+    # Notified only: a restore's doing, an FP32 fallback that serves exact answers, and the 4XX rate (the callers',
+    # not the release's): docs/operations.md.
+    assert {by_metric[m] for m in ("Errors", "NotReady", "RefusedArtifacts", "5XXError")} == watched
+    assert not {by_metric["ClassSwitches"], by_metric["TargetFallbacks"], by_metric["4XXError"]} & watched
+    window = 60 * min(minutes for minutes in c.ROLLOUT_WINDOW_MINUTES.values() if minutes)
+    for logical in watched:   # each can fire inside the shortest rollout window...
+        alarm = _alarms(raw)[logical]
+        assert alarm["Period"] * alarm["EvaluationPeriods"] <= window, logical
+        if alarm["MetricName"] in ("Errors", "NotReady", "5XXError"):   # ...and never on one bad minute
+            assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (2, 3), logical
     [alias] = resources(raw, "AWS::Lambda::Alias").values()
     assert "CodeDeployLambdaAliasUpdate" in alias["UpdatePolicy"]   # the alias moves through CodeDeploy
 

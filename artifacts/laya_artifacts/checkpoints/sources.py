@@ -31,7 +31,8 @@ def resolve_checkpoint(reference: str, revision: str | None,
         if revision is not None:
             raise ValueError("--revision %s names a Hugging Face revision; %s is a local directory, which has none"
                              % (revision, local))
-        return local, local.resolve().name, None
+        # absolute from here on: a relative `owner/name` path must never reach a loader that would take it for a hub id
+        return local.resolve(), local.resolve().name, None
     if reference.startswith((".", "/", "~")) or reference.count("/") > 2:
         raise CheckpointNotFound("local checkpoint %s does not exist" % reference)
     from huggingface_hub import snapshot_download

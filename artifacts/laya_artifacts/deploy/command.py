@@ -39,6 +39,7 @@ from laya_artifacts.deploy.bucket import (
     ensure_bucket,
     ensure_lifecycle,
 )
+from laya_artifacts.deploy.preflight import aws_region, check_credentials
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
 from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless.artifact.layout import GRAPH_FILE
@@ -321,13 +322,12 @@ def cdk_runner(infra: Path = INFRA_DIR, python_bin: Path | None = None) -> RunCd
     return run
 
 
-def aws_seams() -> Seams:
-    """boto3's default session (the credentials and region `cdk deploy` uses too) and the real CDK CLI."""
+def aws_seams(environ: Mapping[str, str] | None = None) -> Seams:
+    """boto3's session in the region `cdk deploy` uses (`aws_region`), its credentials, and the real CDK CLI."""
     import boto3
 
     session = boto3.Session()
-    if not session.region_name:
-        raise DeployFailed("no AWS region is configured: set AWS_REGION or run `aws configure` (cdk deploys there)")
+    session = boto3.Session(region_name=aws_region(os.environ if environ is None else environ, session.region_name))
     return Seams(s3=session.client("s3"), sts=session.client("sts"), secrets=session.client("secretsmanager"),
                  run_cdk=cdk_runner(), kms=session.client("kms"))
 
@@ -356,6 +356,7 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
         built = build_step(request, resolve, build, progress)
         return built, plan_context(request.context, built, progress)
 
+    check_credentials(seams.sts, progress)   # minutes of building must not end in "no credentials"
     built, context = _step(1, first, progress)
     bucket = _step(2, lambda: storage_step(seams.s3, seams.sts, context, progress), progress)
     context["artifact_bucket"] = bucket

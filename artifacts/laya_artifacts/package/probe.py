@@ -26,8 +26,8 @@ from laya_artifacts.errors import ProbeError
 from laya_artifacts.package.lambda_package import DEFAULT_ASSET_DIR, find_python
 from laya_serverless.command import Command
 
-DRIVER = Path(__file__).resolve().parent / "package/probe_driver.py"
-EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "search/emulated.py"   # read as a file, not imported
+DRIVER = Path(__file__).resolve().parent / "probe_driver.py"
+EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "emulated.py"   # read as a file, not imported
 ARCHES = ("x86_64", "arm64")
 DEFAULT_CPUS = {"arm64": "neoverse-n1", "x86_64": "haswell"}
 X86_QEMU = "qemu-x86_64-static"
@@ -114,15 +114,65 @@ def _say(message: str) -> None:
     print("[laya-artifacts] %s" % message, file=sys.stderr, flush=True)
 
 
+def host_answers(artifact: Path, cases: Path) -> dict[str, Any]:
+    """The same cases answered here, natively, by this checkout's runtime: what the emulated answers must match."""
+    from laya_artifacts.package.probe_driver import _answer_cases
+    from laya_serverless import Decider
+    from laya_serverless.artifact.layout import MANIFEST_FILE
+
+    decider = Decider.from_artifact(artifact, verify=(artifact / MANIFEST_FILE).exists(), threads=1)
+    return _answer_cases(decider, cases.read_text(encoding="utf-8").splitlines())
+
+
+def tolerance_of(artifact: Path) -> float:
+    """The gate tolerance of the artifact's target (its manifest's; cpu-fp32's without one)."""
+    from laya_serverless.artifact.layout import MANIFEST_FILE
+    from laya_serverless.artifact.targets import CPU_FP32, GATE_TOLERANCES
+
+    manifest = artifact / MANIFEST_FILE
+    raw = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    target = raw.get("target") or raw.get("configuration", {}).get("target") or CPU_FP32
+    return GATE_TOLERANCES.get(target, GATE_TOLERANCES[CPU_FP32])
+
+
+def differences(answers: dict[str, Any], reference: dict[str, Any], tolerance: float) -> list[str]:
+    """Where the emulated answers leave the reference: another choice, a refusal on one side only, or an option or
+    noul probability more than `tolerance` away."""
+    found = []
+    for key, want in reference.items():
+        got = answers.get(key, {"error": "not answered"})
+        if ("error" in want) or ("error" in got):
+            if ("error" in want) != ("error" in got):
+                found.append("%s: %s" % (key, got.get("error") or "answered, refused here: %s" % want["error"]))
+            continue
+        for qid, mine in want["answers"].items():
+            theirs = got["answers"].get(qid, {})
+            far = [abs(p - theirs.get("probabilities", {}).get(option, -1.0))
+                   for option, p in mine.get("probabilities", {}).items()]
+            far += [abs(mine["noul"] - theirs.get("noul", -1.0))] if "noul" in mine else []
+            if mine.get("choice") != theirs.get("choice") or max(far, default=0.0) > tolerance:
+                found.append("%s/%s: choice %s vs %s, |dp| %.3g over %g" % (
+                    key, qid, theirs.get("choice"), mine.get("choice"), max(far, default=0.0), tolerance))
+    return found
+
+
 def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_dir: str,
-        say: Any = _say) -> int:
-    """The command: write OUT.json (id -> answer or {"error": ...}) and say which CPython and CPU answered."""
+        say: Any = _say, reference: Any = host_answers) -> int:
+    """The command: write OUT.json (id -> answer or {"error": ...}), say which CPython and CPU answered, and whether
+    the answers match this machine's (the x86 build's) within the target's gate tolerance: 0 pass, 1 fail."""
     say("probe: %s" % FIDELITY_NOTE)
     result = probe(Path(artifact), Path(cases), arch, cpu, Path(asset_dir))
     Path(out).write_text(json.dumps(result["answers"], indent=1, sort_keys=True) + "\n", encoding="utf-8")
     errors = sum(1 for answer in result["answers"].values() if "error" in answer)
     say("probe: %d cases answered by the %s package on %s under %s (int8 kernel class %s); %d errors; wrote %s"
         % (len(result["answers"]), arch, result["python"], result["emulator"], result["int8_kernels"], errors, out))
+    tolerance = tolerance_of(Path(artifact))
+    found = differences(result["answers"], reference(Path(artifact), Path(cases)), tolerance)
+    if found:
+        say("probe: FAIL: %d answers differ from this machine's beyond |dp| %g: %s"
+            % (len(found), tolerance, "; ".join(found[:5])))
+        return 1
+    say("probe: pass: every answer matches this machine's (same choices, |dp| <= %g)" % tolerance)
     return 0
 
 

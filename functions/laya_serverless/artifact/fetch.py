@@ -42,9 +42,17 @@ DEFAULT_CACHE_DIR = default_cache_dir()  # per user, 0700 (`cache.private_cache`
 _ARTIFACT_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
+def missing_folder(store: ObjectStore) -> str | None:
+    """Why a local store cannot hold anything: its folder does not exist (a typo), said as such."""
+    root = getattr(store, "root", None)
+    return "the store folder %s does not exist" % root if isinstance(root, Path) and not root.is_dir() else None
+
+
 def published_id(store: ObjectStore, checkpoint: str, target: str) -> str:
     """The artifact id the pointer for (checkpoint, target) names."""
     found = store.read(pointer_key(checkpoint, target))
+    if found is None and missing_folder(store):
+        raise ArtifactError(missing_folder(store))
     if found is None:
         raise ArtifactError("no artifact is published for checkpoint %r, target %r in %s"
                             % (checkpoint, target, store.uri))

@@ -4,7 +4,9 @@
     job status ID [--url URL]                                            GET /v1/jobs/{id}
     job results ID [--url URL] [--out FILE]                              GET /v1/jobs/{id}/results (NDJSON)
     job run INPUT.jsonl --questions Q.json --out OUT.jsonl [--workers N] the local engine, in this process,
-                                                                         with a progress bar on stderr
+                                                                         with a progress bar (tqdm) on stderr
+`--url` defaults to the local server `serve` starts (LAYA_HOST, LAYA_PORT). A bad file, a bad line or no server is
+one line naming it (`JobInputError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -22,11 +23,15 @@ from typing import Any
 
 from ..command import Command, register
 from ..jobs.store_keys import INPUT_PREFIX
-from ..settings import API_KEY, Settings
+from ..settings import HOST, PORT, Settings
 
 CONTROL_FLAGS = (("model", str), ("task", str), ("lang", str), ("max-len", int), ("head-max-len", int),
                  ("min-confidence", json.loads))
 EXIT_PARTIAL = 3
+
+
+class JobInputError(Exception):
+    """A file, a line or a server the command cannot use; the message is the whole one-line error."""
 
 
 def _say(message: str) -> None:
@@ -39,17 +44,23 @@ def _controls(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+    settings = Settings.from_environ()
+    url = args.url or "http://%s:%d" % (settings.local_server.host or "127.0.0.1", settings.local_server.port)
     headers = {"Content-Type": "application/json"}
-    key = args.key or os.environ.get(API_KEY)
+    key = args.key or settings.http.api_key
     if key:
         headers["Authorization"] = "Bearer " + key
     data = json.dumps(body, ensure_ascii=False).encode("utf-8") if body is not None else None
-    request = urllib.request.Request(args.url.rstrip("/") + path, data=data, method=method, headers=headers)
+    request = urllib.request.Request(url.rstrip("/") + path, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as exc:
         return int(exc.code), bytes(exc.read())
+    except (urllib.error.URLError, OSError) as exc:   # refused, unresolvable, timed out
+        why = getattr(exc, "reason", exc)
+        raise JobInputError("no server answers at %s (%s); start one with `laya-serverless serve`, or pass --url "
+                            "(the default follows %s)" % (url, getattr(why, "strerror", None) or why, PORT)) from None
 
 
 def _answered(status: int, payload: bytes, out: Path | None = None) -> int:
@@ -69,15 +80,38 @@ def _answered(status: int, payload: bytes, out: Path | None = None) -> int:
 
 
 def _read_states(path: str) -> list[Any]:
-    return [json.loads(line) for line in Path(path).read_bytes().split(b"\n") if line.strip()]
+    """One state per line (any JSON value but null; blank lines skipped); a bad line is named by file and number."""
+    states = []
+    for number, line in enumerate(_read(path, "the input").split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            states.append(json.loads(line))
+        except ValueError as exc:
+            raise JobInputError("%s:%d: not a JSON value (%s)" % (path, number, getattr(exc, "msg", exc))) from None
+    return states
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise JobInputError("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
+
+
+def _questions(path: str) -> Any:
+    try:
+        return json.loads(_read(path, "--questions"))
+    except ValueError as exc:
+        raise JobInputError("%s: not JSON (%s, line %s)" % (path, getattr(exc, "msg", exc),
+                                                            getattr(exc, "lineno", "?"))) from None
 
 
 def _submit(args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"questions": json.loads(Path(args.questions).read_text(encoding="utf-8")),
-                            **_controls(args)}
     if (args.file is None) == (args.input is None):
         _say("error: give a local JSONL file (sent inline) or --input URI (a file in the server's store)")
         return 2
+    body: dict[str, Any] = {"questions": _questions(args.questions), **_controls(args)}
     if args.file is not None:
         body["states"] = _read_states(args.file)
     else:
@@ -93,12 +127,9 @@ def _results(args: argparse.Namespace) -> int:
     return _answered(*_request(args, "GET", "/v1/jobs/%s/results" % args.id), Path(args.out) if args.out else None)
 
 
-def progress_line(doc: dict[str, Any], elapsed: float) -> str:
-    finished = doc["done"] + doc["failed"]
-    filled = int(30 * finished / max(1, doc["states"]))
-    return "[%s%s] %d/%d states, %d/%d shards, %d failed, %.1f states/s" % (
-        "#" * filled, "." * (30 - filled), finished, doc["states"], doc["shards_done"], doc["shards_total"],
-        doc["failed"], finished / max(elapsed, 1e-9))
+def progress_note(doc: dict[str, Any]) -> str:
+    """What the bar does not show: shards and failures."""
+    return "%d/%d shards, %d failed" % (doc["shards_done"], doc["shards_total"], doc["failed"])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -112,23 +143,23 @@ def _run(args: argparse.Namespace) -> int:
     from .jobs_engine import LocalEngine
 
     settings = Settings.from_environ()
+    questions, data = _questions(args.questions), _read(args.input, "the input")
+    _read_states(args.input)  # a bad line is named here, before anything is stored
     store = open_store(settings.deployment.store)
-    data = Path(args.input).read_bytes()
     key = "%s%s.jsonl" % (INPUT_PREFIX, hashlib.sha256(data).hexdigest()[:32])
     store.create(key, data)  # content-addressed: the same file is stored once
     workers = args.workers if args.workers is not None else max(1, settings.jobs.jobs_workers)
     engine = LocalEngine(store, partial(load_worker, settings), workers=workers, resume=False)
     names = [canonical_name(name) for name in settings.deployment.deployed]
     registry = Registry({name: name for name in names if name not in Registry().sources})
-    body = {"input": key, "questions": json.loads(Path(args.questions).read_text(encoding="utf-8")),
-            **_controls(args)}
+    body = {"input": key, "questions": questions, **_controls(args)}
     service = JobService(store, engine, settings.jobs, settings.protocol, settings.limits)
     accepted = service.submit(body, registry, names)
     _say("job %s: %d states in %d shards, %d worker process(es)" % (accepted["id"], accepted["states"],
                                                                      accepted["shards"], workers))
     started = time.monotonic()
     try:
-        doc = _watch(engine, accepted["id"], started)
+        doc = _watch(engine, accepted["id"], accepted["states"])
     finally:
         engine.close()
     store.download(read_spec(store, doc["id"])["output"], Path(args.out))
@@ -136,28 +167,24 @@ def _run(args: argparse.Namespace) -> int:
     return {"succeeded": 0, "partial": EXIT_PARTIAL}.get(doc["status"], 1)
 
 
-def _watch(engine: Any, job_id: str, started: float) -> dict[str, Any]:
+def _watch(engine: Any, job_id: str, states: int) -> dict[str, Any]:
+    from tqdm import tqdm  # the `local` extra: never in the Lambda package
+
     from ..jobs.state import TERMINAL, read_job
 
     engine.start(job_id)
-    tty, last = sys.stderr.isatty(), ""
-    while True:
-        doc, _ = read_job(engine.store, job_id)
-        line = progress_line(doc, time.monotonic() - started)
-        if tty:
-            print("\r" + line, end="", file=sys.stderr, flush=True)
-        elif line.split(",")[0] != last:
-            print(line, file=sys.stderr, flush=True)
-        last = line.split(",")[0]
-        if doc["status"] in TERMINAL:
-            if tty:
-                print(file=sys.stderr)
-            return doc
-        time.sleep(0.5)
+    with tqdm(total=states, unit="state", file=sys.stderr, dynamic_ncols=True, mininterval=0.5) as bar:
+        while True:
+            doc, _ = read_job(engine.store, job_id)
+            bar.update(doc["done"] + doc["failed"] - bar.n)
+            bar.set_postfix_str(progress_note(doc), refresh=False)
+            if doc["status"] in TERMINAL:
+                return doc
+            time.sleep(0.5)
 
 
 def _server_arguments(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)")
+    command.add_argument("--url", help="the server (default http://%s:%s, 127.0.0.1:8000)" % (HOST, PORT))
     command.add_argument("--key", help="bearer key (default: LAYA_API_KEY)")
 
 

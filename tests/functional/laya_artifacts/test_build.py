@@ -150,7 +150,7 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     """Choose once: a search that found nothing is recorded, and the next build of the same search fails at once
     (no candidate is quantized: the caller builds cpu-fp32); a record for another search is not used; --research
     searches again. A recorded choice is built and gated, not searched for."""
-    from laya_artifacts import build as build_module
+    from laya_artifacts.search import decision as decision_module
     from laya_artifacts.search.records import decision_key, find_record
 
     goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 20 == 0), "selection")
@@ -166,8 +166,8 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     assert found is not None and found[0]["chosen"] is None and "no candidate passed" in found[0]["why"]
 
     searched: list[str] = []
-    real_search = build_module.precision_search
-    monkeypatch.setattr(build_module, "precision_search", lambda *a, **k: searched.append("search") or real_search(
+    real_search = decision_module.precision_search
+    monkeypatch.setattr(decision_module, "precision_search", lambda *a, **k: searched.append("search") or real_search(
         *a, **k))
     said: list[str] = []
     with pytest.raises(GateFailed, match="search record"):

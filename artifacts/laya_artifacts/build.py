@@ -25,31 +25,17 @@ from typing import Any
 
 from laya_artifacts.checkpoints.sources import weights_sha256
 from laya_artifacts.errors import GateFailed, OutputExists
+from laya_artifacts.export.compact import compact_artifact
 from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
 from laya_artifacts.goldens.corpus import read_gate_cases
 from laya_artifacts.goldens.record import GOLDENS_FILE, goldens_for_build
 from laya_artifacts.package.runtime_lock import runtime_record
 from laya_artifacts.qat.build_plan import prepare_build, trade_off
+from laya_artifacts.search.decision import decide, kept_refusal, search_key
 from laya_artifacts.search.int8_classes import int8_classes
-from laya_artifacts.search.precision import (
-    SEARCH_THREADS,
-    SearchResult,
-    check_candidate_names,
-    precision_search,
-    prepare_artifact,
-    reuse_decision,
-)
-from laya_artifacts.search.quantize import (
-    FIXED_CANDIDATES,
-    LAYER_MIX,
-    NODE_MIX,
-    OPTIMIZATION_LEVEL,
-    layer_candidate,
-    node_candidate,
-)
-from laya_artifacts.search.records import SHIPPED as SHIPPED_RECORDS
-from laya_artifacts.search.records import decision_key, find_record, save_record
+from laya_artifacts.search.precision import SEARCH_THREADS, prepare_artifact
+from laya_artifacts.search.quantize import OPTIMIZATION_LEVEL
 from laya_artifacts.spec import DEFAULT_SEAMS, BuildSeams, BuildSpec
 from laya_serverless.artifact import targets
 from laya_serverless.artifact.gpu import gpu_profile
@@ -157,41 +143,12 @@ def _optimized_offline() -> dict[str, Any]:
     return {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}
 
 
-def _search(raw: Path, scratch: Path, goldens: dict[str, Any], spec: BuildSpec, key: dict[str, Any],
-            candidates: Sequence[str] | None, seams: BuildSeams) -> SearchResult:
-    """The precision search, or the decision a record kept for exactly this search (`search_records`)."""
-    target, progress, records = spec.target, seams.progress, spec.search_records
-    found = None if records is None or spec.research else find_record(key, [records, SHIPPED_RECORDS],
-                                                                            TOLERANCES[target])
-    if found is not None:
-        record, path = found
-        progress("    reusing the search record %s (recorded %s): %s" % (path.name, record.get("recorded"),
-                                                                        record.get("why")))
-        if record["chosen"] is None:
-            return SearchResult(None, {"mode": "reused", "reused_record": path.name, "chosen": None,
-                                       "why": "%s (search record %s; --research searches again)"
-                                              % (record.get("why") or "nothing passed", path.name)})
-        chosen = str(record["chosen"])
-        candidate = (layer_candidate(record.get("layers") or [], LAYER_MIX) if chosen == LAYER_MIX
-                     else node_candidate(record.get("nodes") or [], NODE_MIX) if chosen == NODE_MIX
-                     else next(c for c in FIXED_CANDIDATES if c.name == chosen))
-        return reuse_decision(raw / GRAPH_FILE, raw, scratch, goldens, target, candidate, path, progress=progress)
-    result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
-                              exhaustive=spec.exhaustive_search, min_speedup=spec.min_speedup, progress=progress,
-                              timer=seams.timer)
-    if records is not None:
-        progress("    search record kept: %s" % save_record(key, result.record, records))
-    return result
-
-
 def _recorded_refusal(goldens: dict[str, Any], spec: BuildSpec, key: dict[str, Any] | None,
                       progress: Callable[[str], None]) -> Staged | None:
     """The failed int8 stage a kept decision stands for, when a record says no candidate passes this search."""
-    if key is None or spec.search_records is None or spec.research:
-        return None
     target = spec.target
-    found = find_record(key, [spec.search_records, SHIPPED_RECORDS], TOLERANCES[target])
-    if found is None or found[0]["chosen"] is not None:
+    found = None if key is None else kept_refusal(key, spec.search_records, spec.research, TOLERANCES[target])
+    if found is None:
         return None
     record, path = found
     why = "%s (search record %s, recorded %s; --research searches again)" % (
@@ -210,10 +167,14 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     if target == targets.CPU_FP32 or key is None:
         progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL, tolerance))
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
+        storage = compact_artifact(out_dir)  # FP16 where exact, restored at load: the same answers, fewer bytes
+        progress("    %d large tensors stored in FP16 (exact), %d kept FP32" % (storage["fp16"], storage["kept_fp32"]))
         gated = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
-        return Staged(gated, {"weights": "fp32"}, _optimized_offline())
+        return Staged(gated, {"weights": "fp32", "storage": storage}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
-    result = _search(raw, scratch, goldens, spec, key, candidates, seams)
+    result = decide(raw, scratch, goldens, target, key, candidates, exhaustive=spec.exhaustive_search,
+                    min_speedup=spec.min_speedup, records=spec.search_records, research=spec.research,
+                    progress=progress, timer=seams.timer)
     if result.chosen is None:
         return Staged(GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens), search=result.record,
                                  notes=["nothing to confirm: %s; build cpu-fp32" % result.record["why"]]), {})
@@ -326,8 +287,7 @@ def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = weights_sha256(checkpoint_dir)   # the checkpoint built, a quantization-aware copy's where tuned
     # The search's identity, once per build: both the kept refusal and the search itself look it up.
-    key = None if target != targets.CPU_INT8 else decision_key(
-        checkpoint_dir, goldens, check_candidate_names(candidates), spec.min_speedup)
+    key = None if target != targets.CPU_INT8 else search_key(checkpoint_dir, goldens, candidates, spec.min_speedup)
     refused = _recorded_refusal(goldens, spec, key, progress)
     if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
         _write_report(out_dir, refused, progress)

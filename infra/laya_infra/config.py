@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from laya_serverless.configuration import (
     Text,
     declared,
     setting,
+    unknown_names,
 )
 from laya_serverless.errors import SettingsError
 
@@ -28,6 +30,8 @@ from . import sizing
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
 _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
+# Context the CDK CLI itself may pass (cdk.json's acknowledgements), never a setting of this app.
+_CDK_KEYS = ("acknowledged-issue-numbers",)
 _KMS_KEY_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+"
 
 
@@ -50,8 +54,18 @@ def _read(field: Field, raw: Any) -> Any:
     try:
         return field.read(str(raw))
     except Invalid as exc:
+        example = exc.suggestion or field.example
         raise ConfigError("context %r %s, got %r (use %s)" % (field.context, exc, raw,
-                                                               _flag(str(field.context), str(field.example)))) from None
+                                                               _flag(str(field.context), str(example)))) from None
+
+
+def refuse_unknown_context(given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse `-c` keys the app does not declare, in one line naming the nearest declared key. CDK's own keys
+    (feature flags `@aws-cdk/...`, `aws:cdk:...`, lookups `kind:account=...`) are not the user's and pass."""
+    unknown = unknown_names((k for k in given if not (k.startswith("@") or ":" in k or k in _CDK_KEYS)), known)
+    if unknown:
+        raise ConfigError("unknown context %s: every -c key is declared in docs/configuration.md"
+                          % ", ".join(unknown))
 
 
 def _prefix(text: str) -> str:

@@ -78,13 +78,19 @@ class Alarms(Construct):
         ]
         gateway = self._gateway(api)
         self.rollback_alarms = [self.alarms[0], *self._degraded_serving(), *gateway[:1]]
-        # A restore on another CPU class is the platform's doing, not the new version's: notified, not rolled back.
-        switches = runtime_metric(observe.CLASS_SWITCHES).create_alarm(
-            self, "ClassSwitches", threshold=1, evaluation_periods=1,
-            alarm_description="A restored snapshot landed on another int8 CPU class and chose its artifacts again",
+        # Notified, never rolled back: a restore on another CPU class is the platform's doing, an FP32 fallback
+        # serves exact answers (rolling back would not make int8 proven on this CPU), and the 4XX rate is the callers'.
+        notified = [runtime_metric(name).create_alarm(
+            self, alarm_id, threshold=1, evaluation_periods=1, alarm_description=description,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-        self.alarms += [*self.rollback_alarms[1:], *gateway[1:], switches]
+            for alarm_id, name, description in (
+                ("ClassSwitches", observe.CLASS_SWITCHES,
+                 "A restored snapshot landed on another int8 CPU class and chose its artifacts again"),
+                ("TargetFallbacks", observe.TARGET_FALLBACKS,
+                 "A checkpoint serves its cpu-fp32 artifact: int8 is missing or unproven on this CPU's int8 "
+                 "kernel class"))]
+        self.alarms += [*self.rollback_alarms[1:], *gateway[1:], *notified]
         self.topic = sns.Topic(self, "Topic", enforce_ssl=True, display_name="laya-serverless alarms")
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
@@ -107,10 +113,7 @@ class Alarms(Construct):
                  "missing at INIT"),
                 # emitted once per INIT, and a refusal at load is a verdict, not noise: one is enough
                 ("RefusedArtifacts", observe.REFUSED_ARTIFACTS, False,
-                 "An artifact was refused at load (missing, failed verification or signature, unproven int8)"),
-                ("TargetFallbacks", observe.TARGET_FALLBACKS, False,
-                 "A checkpoint serves its cpu-fp32 artifact: int8 is missing or unproven on this CPU's int8 "
-                 "kernel class"))]
+                 "An artifact was refused at load (missing, failed verification, signature or binding)"))]
 
     def _gateway(self, api: apigw.RestApi | None) -> list[cloudwatch.Alarm]:
         """The share of gateway answers that are 5XX (the service failed) and 4XX (callers refused en masse)."""

@@ -39,8 +39,8 @@ class LayaServerlessStack(Stack):
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
-        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [],
-                        api.api)
+        others = [dead_letters.alarm, *([jobs.alarm] if jobs else [])]
+        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, others, api.api)
         # A new version (new code, configuration or pinned artifacts) takes traffic gradually, rolled back on alarm.
         Rollout(self, "Rollout", config, function.alias, alarms.rollback_alarms)
         signing = SigningKey(self, "Signing", config) if config.signing else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
 from laya_serverless.artifact.targets import CPU_INT8, TARGETS
 from laya_serverless.command import Command
+from laya_serverless.settings import ARTIFACT_KEYS
 
 
 def _progress(message: str) -> None:
@@ -60,12 +62,26 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys(text: str | None) -> tuple[str, ...]:
+    return tuple(filter(None, (k.strip() for k in (text or "").split(","))))
+
+
 def _rollback(args: argparse.Namespace) -> int:
-    from laya_artifacts.deploy.rollback import rollback
+    from laya_artifacts.deploy.rollback import roll_forward, rollback
+    from laya_artifacts.deploy.sign import open_signer
     from laya_serverless.artifact.store import open_store
 
-    _, previous = rollback(open_store(args.store), args.checkpoint, args.target, _progress)
-    print(previous)
+    signer = open_signer(args.sign_key) if args.sign_key else None
+    store, keys = open_store(args.store), _keys(args.trust)
+    if args.forward:
+        if args.to:
+            return _fail("--forward goes to the artifact the last rollback passed over; it takes no --to")
+        _, moved_to = roll_forward(store, args.checkpoint, args.target, _progress, expect_from=args.expect_from,
+                                   keys=keys, signer=signer)
+    else:
+        _, moved_to = rollback(store, args.checkpoint, args.target, _progress, to=args.to,
+                               expect_from=args.expect_from, keys=keys, signer=signer)
+    print(moved_to)
     return 0
 
 
@@ -98,6 +114,10 @@ def _list(args: argparse.Namespace) -> int:
         if found:
             record = json.loads(found[0])
             print("%s\t%s\t%s" % (record["checkpoint"], record["target"], record["artifact"]))
+            if args.history:
+                from laya_artifacts.deploy.rollback import history_rows
+
+                print("\n".join(history_rows(store, record["checkpoint"], record["target"], _keys(args.trust))))
     return 0
 
 
@@ -170,6 +190,13 @@ def _rollback_arguments(back: argparse.ArgumentParser) -> None:
     back.add_argument("checkpoint")
     back.add_argument("target", choices=TARGETS)
     back.add_argument("--store", default=DEFAULT_LOCAL_STORE)
+    back.add_argument("--to", metavar="ID", help="an artifact of the history (`laya-artifacts list`), not the previous")
+    back.add_argument("--from", dest="expect_from", metavar="ID",
+                      help="only if the pointer still names ID (a retry never goes a second step back)")
+    back.add_argument("--forward", action="store_true", help="undo the last rollback")
+    back.add_argument("--trust", metavar="KEYS", default=os.environ.get(ARTIFACT_KEYS),
+                      help="the deployment's %s (default: that variable); the destination must verify" % ARTIFACT_KEYS)
+    back.add_argument("--sign-key", metavar="KEY", help="sign the release record (needed where signing is on)")
 
 
 def _verify_arguments(verify: argparse.ArgumentParser) -> None:
@@ -183,6 +210,9 @@ def _verify_arguments(verify: argparse.ArgumentParser) -> None:
 
 def _list_arguments(listing: argparse.ArgumentParser) -> None:
     listing.add_argument("--store", default=DEFAULT_LOCAL_STORE)
+    listing.add_argument("--history", action="store_true",
+                         help="each pointer's history and roll-forward: dates, gate verdict, signature state")
+    listing.add_argument("--trust", metavar="KEYS", help="check signatures against these keys (%s)" % ARTIFACT_KEYS)
 
 
 def _import_arguments(imp: argparse.ArgumentParser) -> None:
@@ -198,8 +228,8 @@ COMMANDS = (
     Command("publish", "publish a built artifact to a store", _publish_arguments, _publish),
     Command("sign", "sign a built artifact, or a published one (docs/artifacts.md#signatures)", _sign_arguments, _sign),
     Command("keygen", "write a local P-256 signing key pair", _keygen_arguments, _keygen),
-    Command("rollback", "point CHECKPOINT TARGET back at the artifact published before", _rollback_arguments,
-            _rollback),
+    Command("rollback", "point CHECKPOINT TARGET back at the artifact published before (or forward again); "
+            "docs/operations.md#roll-back-and-forward", _rollback_arguments, _rollback),
     Command("verify", "verify an artifact directory, or a published one", _verify_arguments, _verify),
     Command("list", "list published (checkpoint, target, artifact)", _list_arguments, _list),
     Command("import", "fetch an artifact built elsewhere, re-gate it here, publish it", _import_arguments, _import),

@@ -29,7 +29,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from laya_artifacts.goldens.record import weights_sha256
+from laya_artifacts.checkpoints.sources import weights_sha256
 from laya_artifacts.search.quantize import REDUCE_RANGE
 from laya_serverless.artifact.platform import cpu_profile, int8_kernels
 

@@ -21,18 +21,18 @@ from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, missing_folder
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
-from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
+from ..artifact.platform import cpu_profile, gated_elsewhere, int8_kernels, unproven_here
 from ..artifact.store import ObjectStore, open_store, pointer_key
 from ..artifact.targets import FALLBACK_TARGET
-from ..artifact.trust import pin_key, trusted_artifact
+from ..artifact.trust import load_keys, pin_key, trusted_artifact
 from ..core.cpu_share import CpuShare, size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..core.session import Threads
-from ..errors import ArtifactError, DeviceUnavailable, StorageUnavailable
+from ..errors import ArtifactError, DeviceUnavailable, SettingsError, StorageUnavailable
 from ..protocol.deployment import Deployment, ServedOn
 from ..protocol.routing import Registry, canonical_name
-from ..settings import DeploymentSettings
+from ..settings import ARTIFACT_KEYS, DeploymentSettings
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
@@ -82,11 +82,14 @@ def choose_artifact(store: ObjectStore, stored: str, settings: DeploymentSetting
                                                  settings.artifact_pins)
     except ArtifactError:
         if settings.target == FALLBACK_TARGET or _published(store, stored, settings):
-            raise   # a refused artifact (signature, manifest) is never stepped around
+            raise   # a refused artifact (signature, manifest, binding) is never stepped around
         # The quickstart publishes cpu-fp32 alone: a cpu-int8 deployment serves the best target present.
         missing = "no %s artifact is published for %s" % (settings.target, stored)
         _log.info("%s; serving %s/%s", missing, stored, FALLBACK_TARGET)
         return _fallback(store, stored, settings, missing)
+    mismatch = gated_elsewhere(manifest[1], artifact_id)
+    if mismatch is not None:  # no fallback: the FP32 artifact was gated under the same other runtime
+        raise ArtifactError(mismatch)
     refused = unproven_here(manifest[1], artifact_id, store, here)
     if refused is None:
         return artifact_id, manifest, None
@@ -118,8 +121,9 @@ def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
+        memory = fetched.graph_in_memory   # freed once parsed: not held beside the session's copies at INIT
         decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph,
-                                        files=fetched.files)
+                                        files=fetched.files, release_graph=memory.close if memory else None)
     finally:
         fetched.release()
     return decider, fetched.manifest
@@ -204,6 +208,11 @@ def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None 
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
     process's one `store` (opened here from `settings.store` when the edge passed none)."""
     store = open_store(settings.store, parts=settings.download_parts) if store is None else store
+    if settings.artifact_keys:  # a key that cannot be loaded is the configuration's fault: refused at start
+        try:
+            load_keys(settings.artifact_keys)
+        except ArtifactError as exc:
+            raise SettingsError("invalid %s: %s" % (ARTIFACT_KEYS, exc)) from None
     try:
         loaded = load_deciders(settings, store, placement, cpu=cpu, processes=processes)
     except (ArtifactError, OSError) as exc:
@@ -214,8 +223,7 @@ def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None 
         why = str(exc) if isinstance(exc, DeviceUnavailable) else (
             STORAGE_UNAVAILABLE if isinstance(exc, StorageUnavailable | OSError) else UNAVAILABLE)
         return Assembled(None, Registry(), Loaded(), store, why, str(exc))
-    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
-        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
+    if loaded.fallbacks:  # an int8 artifact unproven on this CPU, its FP32 one served: a fallback, not a refusal
         observe.metric(observe.TARGET_FALLBACKS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:

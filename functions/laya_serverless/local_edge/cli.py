@@ -110,7 +110,8 @@ def _start_api(args: argparse.Namespace) -> int:
     sock = _listening(host, port)
     if sock is None:
         return 2
-    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key)
+    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key,
+                            body_timeout=settings.limits.body_read_timeout)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:

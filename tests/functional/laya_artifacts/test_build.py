@@ -150,7 +150,7 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     """Choose once: a search that found nothing is recorded, and the next build of the same search fails at once
     (no candidate is quantized: the caller builds cpu-fp32); a record for another search is not used; --research
     searches again. A recorded choice is built and gated, not searched for."""
-    from laya_artifacts import build as build_module
+    from laya_artifacts.search import decision as decision_module
     from laya_artifacts.search.records import decision_key, find_record
 
     goldens = _negate(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 20 == 0), "selection")
@@ -166,8 +166,8 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     assert found is not None and found[0]["chosen"] is None and "no candidate passed" in found[0]["why"]
 
     searched: list[str] = []
-    real_search = build_module.precision_search
-    monkeypatch.setattr(build_module, "precision_search", lambda *a, **k: searched.append("search") or real_search(
+    real_search = decision_module.precision_search
+    monkeypatch.setattr(decision_module, "precision_search", lambda *a, **k: searched.append("search") or real_search(
         *a, **k))
     said: list[str] = []
     with pytest.raises(GateFailed, match="search record"):
@@ -324,10 +324,14 @@ def test_fp32_build_meets_the_fp32_tolerance_on_the_whole_corpus(tiny_modernbert
     assert report.passed and report.rows == committed["corpus"]["summary"]["rows"] >= 500
     assert report.max_probability_error <= 1e-4 and report.near_tie_flips == []
     manifest = Manifest.load(out).raw
-    assert manifest["configuration"]["precision"] == {"weights": "fp32"}
+    precision = manifest["configuration"]["precision"]
+    # the checkpoint's FP16 weights are stored in FP16 (exact) and restored at load: the gate ran on that graph
+    assert precision["weights"] == "fp32" and precision["storage"]["fp16"] > 0
+    assert precision["storage"]["restored_at_load_by"] == "ORT_ENABLE_BASIC"
     assert set(manifest["parity"]["splits"]) == {"selection", "confirmation"}
     assert manifest["parity"]["corpus"]["sha256"] == committed["corpus"]["sha256"]
-    assert Decider.from_artifact(out).config.optimized_offline
+    config = Decider.from_artifact(out).config
+    assert config.optimized_offline and config.session_level == "ORT_ENABLE_BASIC"
 
 
 def test_refusals_upstream_makes_are_made_identically(minilm: tuple[Path, Path]) -> None:

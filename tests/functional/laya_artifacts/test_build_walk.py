@@ -1,7 +1,7 @@
-"""A cpu-int8 build's walk through the build wing, stage by stage: traced from `build_artifact` on the tiny
-ModernBERT (its committed goldens' choice slice, one candidate, given speeds). No stage walks back into one
-that called it, no stage goes back to a stage it already left where one visit would do, and the walk drawn
-in docs/architecture.md ("A build's walk") is the walk that runs."""
+"""A cpu-int8 build's walk through the build wing's modules: traced from `build_artifact` on the tiny ModernBERT
+(its committed goldens' choice slice, one candidate, given speeds, search records kept). No module walks back
+into one that called it, no module goes back to one it already left where one visit would do (so no stage
+does either), and the walk drawn in docs/architecture.md ("A build's walk") is the walk that runs."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from tests.functional.laya_artifacts.test_build import fixed_speeds
 from tests.functional.laya_serverless.jobs.test_job_walk import Walk
 from tests.paths import ROOT
 
-# Stages a build goes back and forth between by nature; each pair is (caller, callee).
+# Modules a build goes back and forth between by nature; each pair is (caller, callee).
 ALTERNATING = {
-    # The search's kept decision is looked up before the export (a recorded refusal skips exporting), and the
-    # search itself runs on the export, after it.
-    ("build", "search"),
+    # A kept refusal is looked up before the export (it skips exporting); the search runs on the export, after it.
+    ("build", "search.decision"),
+    # A search's decision is looked up, then (none kept) searched for, then kept: records, precision, records.
+    ("search.decision", "search.records"),
 }
 
 
@@ -43,7 +44,7 @@ def test_a_cpu_int8_build_walks_forward_through_the_stages_and_as_drawn(tiny_mod
                         candidates=["encoder-weight-only-8bit"], min_speedup=0, search_records=tmp_path / "records")
     said: list[str] = []   # a builtin: the caller's reporting is no stage of the wing
     seams = BuildSeams(progress=said.append, timer=fixed_speeds({"fp32": 10.0, "encoder-weight-only-8bit": 5.0}))
-    walk = Walk(package="laya_artifacts.", depth=1, alternating=ALTERNATING)
+    walk = Walk(package="laya_artifacts.", alternating=ALTERNATING)
     sys.setprofile(walk)
     try:
         out, report = build_artifact(tiny_modernbert[0], spec, tmp_path / "a", seams=seams)
@@ -57,7 +58,7 @@ def test_a_cpu_int8_build_walks_forward_through_the_stages_and_as_drawn(tiny_mod
     assert walk.lines() == _drawn_walk(), "docs/architecture.md's build walk is stale: print Walk.lines()"
 
 
-def test_the_build_walk_counts_stages_not_modules() -> None:
+def test_a_walk_by_stage_counts_stages_not_modules() -> None:
     walk = Walk(package="laya_artifacts.", depth=1, alternating=set())
     walk._enter("laya_artifacts.build", "build_artifact")
     for name in ("search.records", "search.precision", "export.onnx_export", "search.precision"):

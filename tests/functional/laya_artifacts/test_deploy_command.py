@@ -107,8 +107,9 @@ class Cloud:
         arn = self.aws["secrets"].create_secret(Name="LayaApiKey", SecretString=key)["ARN"]
         environ = {**api_environment(config, store, None), env.CACHE_DIR: str(self.root / "lambda-tmp"),
                    env.API_KEY_SECRET: arn}
-        if self.server_key:  # the function holding another key than the secret it names
-            environ = {**environ, env.API_KEY: self.server_key}
+        if self.server_key:  # the function reading another key than the secret the stack's output names
+            other = self.aws["secrets"].create_secret(Name="LayaApiKeyOther", SecretString=self.server_key)["ARN"]
+            environ = {**environ, env.API_KEY_SECRET: other}
         front = self.front
         if front is None:
             front = ApiGatewayFront(make_handler(environ, self.aws["s3"], self.aws["secrets"]), payload="v1")

@@ -11,6 +11,7 @@ import pytest
 
 from laya_artifacts import build
 from laya_artifacts.qat.finetune import QatSettings
+from laya_artifacts.search import decision
 from laya_artifacts.spec import BuildSeams, BuildSpec
 from tests.conftest import GOLDENS
 
@@ -47,7 +48,7 @@ def test_the_decision_key_is_computed_once_per_build(tiny_modernbert: tuple[Path
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     keys: list[dict[str, Any]] = []
     looked_up: list[dict[str, Any]] = []
-    compute, find = build.decision_key, build.find_record
+    compute, find = decision.decision_key, decision.find_record
 
     def counted(*a: Any, **k: Any) -> dict[str, Any]:
         keys.append(compute(*a, **k))
@@ -60,8 +61,8 @@ def test_the_decision_key_is_computed_once_per_build(tiny_modernbert: tuple[Path
     def staged(*a: Any, **k: Any) -> Any:
         raise _Stop   # the key is all this test wants: no export
 
-    monkeypatch.setattr(build, "decision_key", counted)
-    monkeypatch.setattr(build, "find_record", seen)
+    monkeypatch.setattr(decision, "decision_key", counted)
+    monkeypatch.setattr(decision, "find_record", seen)
     monkeypatch.setattr(build, "_staged", staged)
     spec = BuildSpec.of("cpu-int8", goldens=GOLDENS / "tiny-modernbert" / "goldens.json",
                         candidates=["encoder"], search_records=tmp_path / "records")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -140,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = "http://127.0.0.1:%d" % port
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", REGION)):   # moto's server: any credentials, this process's publish
+        os.environ[name] = value
     work = Path(tempfile.mkdtemp(prefix="lambda-emulation-"))
     try:
         context = dict(item.split("=", 1) for item in args.context)

@@ -27,6 +27,7 @@ from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
 from laya_artifacts.goldens.corpus import builtin_cases, read_gate_cases
 from laya_artifacts.goldens.record import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from laya_artifacts.goldens.reference_spread import gate_with_derived_tolerance
 from laya_artifacts.package.runtime_lock import runtime_record
 from laya_artifacts.qat.build_plan import prepare_build, trade_off
 from laya_artifacts.qat.finetune import QatSettings
@@ -231,8 +232,9 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     if target == targets.CPU_FP32:
         progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL, tolerance))
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
-        return Staged(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS), {"weights": "fp32"},
-                      _optimized_offline())
+        report = gate_with_derived_tolerance(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS),
+                                             checkpoint_dir, out_dir, goldens, target, SEARCH_THREADS, progress)
+        return Staged(report, {"weights": "fp32"}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
     result = _search(checkpoint_dir, raw, scratch, goldens, target, progress, candidates=candidates,
                      exhaustive=exhaustive, min_speedup=min_speedup, timer=timer, records=records, research=research)

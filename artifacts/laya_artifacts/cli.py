@@ -71,7 +71,7 @@ def _build(args: argparse.Namespace) -> int:
 def _goldens(args: argparse.Namespace) -> int:
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
     from laya_artifacts.goldens.corpus import GateCasesError, gate_corpus
-    from laya_artifacts.goldens.record import record_goldens, write_goldens
+    from laya_artifacts.goldens.record import partial_path, record_goldens, write_goldens
 
     try:
         cases = gate_corpus(args.gate_cases)
@@ -80,7 +80,8 @@ def _goldens(args: argparse.Namespace) -> int:
     checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     _progress("recording %d cases (%d question rows) with upstream laya" % (len(cases),
                                                                           sum(len(c["questions"]) for c in cases)))
-    goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=_progress)
+    goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=_progress,
+                             workers=args.workers, partial=partial_path(Path(args.out)))
     path = write_goldens(goldens, Path(args.out))
     summary = goldens["corpus"]["summary"]
     _progress("wrote %s: %d cases, %d rows (%s), corpus sha256 %s" % (
@@ -268,6 +269,7 @@ def parser() -> argparse.ArgumentParser:
     from laya_artifacts.checkpoints.make import KINDS
     from laya_artifacts.deploy.store_commands import add_publishing_commands
     from laya_artifacts.goldens.corpus import SPLITS
+    from laya_artifacts.goldens.record import RECORD_WORKERS
     from laya_artifacts.package import aarch64_python, lambda_package
     from laya_artifacts.package.probe import add_command as add_probe_command
     from laya_artifacts.quickstart import add_command as add_demo_command
@@ -305,7 +307,9 @@ def parser() -> argparse.ArgumentParser:
     goldens.add_argument("checkpoint")
     goldens.add_argument("--revision")
     goldens.add_argument("--name")
-    goldens.add_argument("--out", required=True, help="directory for goldens.json")
+    goldens.add_argument("--out", required=True, help="directory for goldens.json (a stopped recording resumes there)")
+    goldens.add_argument("--workers", type=int, default=RECORD_WORKERS,
+                         help="processes recording at once, one torch thread each (default %(default)s)")
     goldens.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
                          help="your own gate cases added to the built-in corpus (repeatable)")
     goldens.set_defaults(run=_goldens)

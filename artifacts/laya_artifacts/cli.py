@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from laya_artifacts.qat.finetune import QatSettings
@@ -264,12 +264,26 @@ def _qat_settings(args: argparse.Namespace) -> QatSettings | None:
                        resume=args.resume, work_dir=Path(args.qat_dir) if args.qat_dir else None)
 
 
+def _add_goldens(commands: Any) -> None:
+    from laya_artifacts.goldens.record import RECORD_WORKERS
+
+    goldens = commands.add_parser("goldens", help="record golden rows with upstream laya (PyTorch FP32)")
+    goldens.add_argument("checkpoint")
+    goldens.add_argument("--revision")
+    goldens.add_argument("--name")
+    goldens.add_argument("--out", required=True, help="directory for goldens.json (a stopped recording resumes there)")
+    goldens.add_argument("--workers", type=int, default=RECORD_WORKERS,
+                         help="processes recording at once, one torch thread each (default %(default)s)")
+    goldens.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
+                         help="your own gate cases added to the built-in corpus (repeatable)")
+    goldens.set_defaults(run=_goldens)
+
+
 def parser() -> argparse.ArgumentParser:
     from laya_artifacts.bench import add_command as add_bench_command
     from laya_artifacts.checkpoints.make import KINDS
     from laya_artifacts.deploy.store_commands import add_publishing_commands
     from laya_artifacts.goldens.corpus import SPLITS
-    from laya_artifacts.goldens.record import RECORD_WORKERS
     from laya_artifacts.package import aarch64_python, lambda_package
     from laya_artifacts.package.probe import add_command as add_probe_command
     from laya_artifacts.quickstart import add_command as add_demo_command
@@ -303,16 +317,7 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--publish", action="store_true", help="publish to --store once the gate passed")
     build.add_argument("--sign-key", metavar="KEY", help="sign the gated artifact: a KMS key ARN or a PEM private key")
     build.set_defaults(run=_build)
-    goldens = commands.add_parser("goldens", help="record golden rows with upstream laya (PyTorch FP32)")
-    goldens.add_argument("checkpoint")
-    goldens.add_argument("--revision")
-    goldens.add_argument("--name")
-    goldens.add_argument("--out", required=True, help="directory for goldens.json (a stopped recording resumes there)")
-    goldens.add_argument("--workers", type=int, default=RECORD_WORKERS,
-                         help="processes recording at once, one torch thread each (default %(default)s)")
-    goldens.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
-                         help="your own gate cases added to the built-in corpus (repeatable)")
-    goldens.set_defaults(run=_goldens)
+    _add_goldens(commands)
     parity = commands.add_parser("parity", help="gate an artifact against golden rows (no torch needed)")
     parity.add_argument("artifact")
     parity.add_argument("--goldens", required=True)

@@ -1,5 +1,4 @@
-"""Recording goldens at real size: rows kept as they are recorded, so a restart continues where it stopped,
-and progress with a rate and an ETA.
+"""Resumable goldens: rows kept as they are recorded, so a restart continues where it stopped; rate and ETA.
 
 The partial file is JSON lines: a header naming what the rows depend on (weights, corpus, torch threads),
 then one `{"index", "row"}` line per recorded case, flushed and synced as it is written. A restart reads the

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from laya_artifacts.goldens.record import _encode_case
+from laya_serverless.artifact.layout import DecodeConfig
 from laya_serverless.artifact.tolerance import DERIVABLE, derivation
 from laya_serverless.core.decode import option_probabilities, temperature_for
 from laya_serverless.core.questions import parse_questions
@@ -92,12 +93,10 @@ def gate_with_derived_tolerance(report: GateReport, checkpoint_dir: Path, artifa
     the derived tolerance, and the whole gate again at it, its report carrying the derivation."""
     if target not in DERIVABLE or not tolerance_misses_only(report):
         return report
-    from laya_serverless import Decider
-
     cases = missed_cases(report, goldens)
     progress("    the FP32 gate missed %g on |dp| alone (max %.3g, 0 hard): measuring PyTorch FP32 against float64 on "
              "the %d case(s) that missed" % (report.tolerance, report.max_probability_error, len(cases)))
-    config = Decider.from_artifact(artifact_dir, verify=False, threads=threads).config
+    config = DecodeConfig.load(artifact_dir)  # the temperatures only: no second session of the graph
     rows, spreads = row_spreads(config, cases, float64_answers(checkpoint_dir, cases))
     import torch
 

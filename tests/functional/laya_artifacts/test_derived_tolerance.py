@@ -18,7 +18,7 @@ from laya_artifacts.goldens.reference_spread import (
     row_spreads,
     tolerance_misses_only,
 )
-from laya_serverless import Decider
+from laya_serverless.artifact.layout import DecodeConfig
 from laya_serverless.artifact.tolerance import derivation_refusal, derived_tolerance
 from laya_serverless.gate.replay import run_gate
 from tests.conftest import golden_slice
@@ -39,7 +39,7 @@ def _coarse(shift: float) -> dict[str, Any]:
 def test_float64_sits_within_a_hair_of_the_fp32_goldens(tiny_modernbert: tuple[Path, Path], tiny_fp32: Path) -> None:
     goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 40 == 0)
     cases = [r for r in goldens["rows"] if r.get("logits")]
-    rows, spreads = row_spreads(Decider.from_artifact(tiny_fp32, verify=False).config, cases,
+    rows, spreads = row_spreads(DecodeConfig.load(tiny_fp32), cases,
                                 float64_answers(tiny_modernbert[0], cases))
     assert len(rows) == sum(len(r["logits"]) for r in cases) > 3
     assert 0 < max(spreads) < 1e-5   # FP32 rounding, not a bug: far inside the 1e-4 tolerance at this size

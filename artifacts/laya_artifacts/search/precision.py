@@ -375,6 +375,8 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         **mix_records,
         "chosen": chosen.candidate.name if chosen else None, "why": why,
     }
+    for trial in trials:  # the build gates the chosen graph again from its files: no session outlives the search
+        trial.decider = None
     return SearchResult(chosen, record)
 
 
@@ -393,4 +395,5 @@ def reuse_decision(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str
                                                   "selection": report.summary()}],
               "chosen": candidate.name if report.passed else None,
               "why": why if report.passed else "the recorded choice %s failed selection here" % candidate.name}
+    trial.decider = None
     return SearchResult(trial if report.passed else None, record)

@@ -34,11 +34,11 @@ from laya_artifacts.search.quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,
     NODE_MIX,
-    PUBLIC_RECIPES,
     Candidate,
     encoder_matmuls,
     optimize_offline,
     quantize_candidate,
+    search_order,
 )
 from laya_artifacts.search.records import PORTABLE_MARGIN
 from laya_artifacts.search.smoothing import ALPHA, smooth_graph
@@ -49,6 +49,7 @@ from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_
 
 SELECTION = "selection"
 SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
+GATE_PROGRESS_CASES = 25  # a candidate's gate says where it is every this many cases (minutes at real size)
 # A candidate must be at least this much faster than FP32: smaller gains sit inside the timing noise of a
 # shared machine and do not pay for int8's error. 0 (or None) lifts the rule, e.g. for size alone.
 MIN_SPEEDUP = 1.05
@@ -235,11 +236,19 @@ class _Search:
         certain, and clear enough for a kept record to decide every x86 class (`records.usable`)."""
         gated = self.rows if rows is None else list(rows)
         stop = None if self.exhaustive else PORTABLE_MARGIN * TOLERANCES[self.target]
-        trial.selection = gate_rows(self.open(trial), gated, self.target, SELECTION, repeat=False, stop_above=stop)
+        trial.selection = gate_rows(self.open(trial), gated, self.target, SELECTION, repeat=False, stop_above=stop,
+                                    on_case=self._every(GATE_PROGRESS_CASES, len(gated)))
         if trial.selection.stopped_early:
             self.progress("      stopped after %d of %d cases: the refusal is certain"
                           % (trial.selection.stopped_early["cases"], len(gated)))
         return trial.selection
+
+    def _every(self, step: int, total: int) -> Callable[[int, SplitReport], None]:
+        def said(done: int, report: SplitReport) -> None:
+            if done % step == 0:
+                self.progress("      %d/%d cases gated, max|dp| so far %.3g" % (done, total,
+                                                                          report.max_probability_error))
+        return said
 
     @staticmethod
     def figures(report: SplitReport) -> str:
@@ -247,13 +256,10 @@ class _Search:
 
 
 def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"name": trial.candidate.name, "recipe": trial.recipe,
-                              "speed_ms": trial.speed_ms, "runs_ms": trial.runs_ms,
-                              "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
-                              "selection": trial.selection.summary() if trial.selection else None}
-    if skipped:
-        record["skipped"] = skipped
-    return record
+    return {"name": trial.candidate.name, "recipe": trial.recipe, "speed_ms": trial.speed_ms,
+            "runs_ms": trial.runs_ms, "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
+            "selection": trial.selection.summary() if trial.selection else None,
+            **({"skipped": skipped} if skipped else {})}
 
 
 def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: float | None,
@@ -268,12 +274,6 @@ def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: 
         return "no candidate gated passed selection; %s not gated: below x%g vs fp32 on this machine" % (
             ", ".join(too_slow), min_speedup or 0)
     return "no candidate passed selection"
-
-
-def search_order(names: Sequence[str]) -> list[Candidate]:
-    """The requested fixed candidates, the public recipes (`quantize.PUBLIC_RECIPES`) first."""
-    wanted = [c for c in FIXED_CANDIDATES if c.name in names]
-    return sorted(wanted, key=lambda c: c.name not in PUBLIC_RECIPES)
 
 
 def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:

@@ -135,6 +135,13 @@ FIXED_CANDIDATES = (
 )
 # The recipes that held on the public real checkpoint (issue 58): the search builds and times them first.
 PUBLIC_RECIPES = tuple(c.name for c in FIXED_CANDIDATES if c.symmetric)
+
+
+def search_order(names: Sequence[str]) -> list[Candidate]:
+    """The requested fixed candidates, the public recipes first."""
+    return sorted((c for c in FIXED_CANDIDATES if c.name in names), key=lambda c: c.name not in PUBLIC_RECIPES)
+
+
 LAYER_MIX = "layer-mix"  # the name the search gives its per-layer candidate
 NODE_MIX = "node-mix"  # ... and its per-node (single MatMul) candidate
 

@@ -18,6 +18,7 @@ This module imports no torch: `laya-artifacts parity` replays a golden file on t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,7 +238,8 @@ def _check_refusals(decider: Decider, row: dict[str, Any], report: SplitReport, 
 
 
 def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: str, *,
-              repeat: bool = True, stop_above: float | None = None, tolerance: float | None = None) -> SplitReport:
+              repeat: bool = True, stop_above: float | None = None, tolerance: float | None = None,
+              on_case: Callable[[int, SplitReport], None] | None = None) -> SplitReport:
     """Measure `decider` on golden `rows` (all of one split); `repeat` also checks that two runs of every
     `REPEAT_EVERY`-th case are bit-identical. With `stop_above` (above the tolerance) gating stops after the
     first case in which some |dp| or |d act| exceeds it: the split has failed, and its max figures (lower
@@ -248,6 +250,8 @@ def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: 
                          % (stop_above, report.tolerance))
     config = decider.config
     for index, row in enumerate(rows):
+        if on_case is not None and index:
+            on_case(index, report)  # cases done so far: a long gate says where it is
         if stop_above is not None and max(report.max_probability_error, report.max_action_error) > stop_above:
             report.stopped_early = {"cases": index, "of": len(rows), "above": stop_above,
                                     "rule": "refusal certain: a figure exceeded %g; the figures are lower bounds"

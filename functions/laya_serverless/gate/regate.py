@@ -92,12 +92,12 @@ def record_gate(store: ObjectStore, artifact_id: str, report: GateReport) -> str
         here = cpu_profile()
         kernels = int8_kernels(here)
     key = gate_record_key(artifact_id, kernels)
+    derived = getattr(report, "tolerance_derivation", None)  # duck-typed reports (GPU tests) carry none
     store.create(key, gate_record(artifact_id, here, {
         "target": report.target, "passed": report.passed, "rows": report.rows,
         "max_probability_error": report.max_probability_error, "max_action_error": report.max_action_error,
         # a derived FP32 tolerance travels with its derivation: `platform.record_refusal` checks the two agree
-        **({"tolerance": report.tolerance, "tolerance_derivation": report.tolerance_derivation}
-           if report.tolerance_derivation else {})}, kernels))
+        **({"tolerance": report.tolerance, "tolerance_derivation": derived} if derived else {})}, kernels))
     return key
 
 

@@ -68,3 +68,22 @@ def test_int8_never_takes_a_derived_tolerance() -> None:
                                                                             "cpu-int8", report["tolerance"]))
     assert "derived for" in str(record_refusal(_record(report), "a" * 64, "avx2", "cpu-int8"))
     assert json.loads(_record(_report()))["report"]["tolerance_derivation"]["rule"].startswith("min(ceiling")
+
+
+def test_a_deploy_time_regate_records_its_derivation_and_the_runtime_believes_it(tmp_path: Any,
+                                                                                  monkeypatch: Any) -> None:
+    from laya_serverless.artifact import platform as platform_module
+    from laya_serverless.artifact.store import LocalStore
+    from laya_serverless.gate import regate
+    from laya_serverless.gate.replay import GateReport, SplitReport
+
+    found = derivation("cpu-fp32", ["case/q1"], [5e-5], REFERENCE)
+    split = SplitReport(split="selection", tolerance=found["tolerance"], rows=3, cases=1, errors=[1.45e-4])
+    report = GateReport(target="cpu-fp32", tolerance=found["tolerance"], splits={"selection": split},
+                        tolerance_derivation=found)
+    monkeypatch.setattr(regate, "cpu_profile", lambda: {"isa": ["avx2"]})
+    monkeypatch.setattr(regate, "int8_kernels", lambda _profile: "avx2")
+    store = LocalStore(tmp_path)
+    key = regate.record_gate(store, "a" * 64, report)
+    assert json.loads(store.read(key)[0])["report"]["tolerance_derivation"] == found   # type: ignore[index]
+    assert platform_module.proven_by_record(store, "a" * 64, "avx2", "cpu-fp32") is None

@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("checkpoint")
     parser.add_argument("--cases", type=int, default=12)
     parser.add_argument("--out", default="/tmp/fp32-drift")
+    parser.add_argument("--max-chars", type=int, default=0, help="only cases whose state is this short (0: any)")
     args = parser.parse_args()
     out = Path(args.out)
     torch.set_num_threads(1)
@@ -81,7 +82,8 @@ def main() -> None:
     agent = laya.Agent(args.checkpoint, device="cpu")
     model32 = agent.model.eval()
     model64 = copy.deepcopy(model32).double()
-    cases = [c for i, c in enumerate(builtin_cases()) if i % max(1, 148 // args.cases) == 0][: args.cases]
+    pool = [c for c in builtin_cases() if not args.max_chars or len(str(c["state"])) <= args.max_chars]
+    cases = [c for i, c in enumerate(pool) if i % max(1, len(pool) // args.cases) == 0][: args.cases]
     worst: dict[str, list[float]] = {}
     for case in cases:
         _, items, _ = _encode_case(agent, case)

@@ -237,6 +237,7 @@ def build(kind: str, path: str, work: Path, dry: bool) -> None:
 
     from laya_artifacts import build as recipe
     from laya_artifacts.build import GateFailed, build_artifact
+    from laya_artifacts.spec import BuildSeams, BuildSpec
 
     torch.set_num_threads(4)
     placement = None
@@ -259,8 +260,9 @@ def build(kind: str, path: str, work: Path, dry: bool) -> None:
         record: dict[str, Any] = {"kind": kind, "target": target, "out": str(out)}
         try:
             kwargs = {"placement": placement} if placement else {}
-            _, report = build_artifact(Path(path), target, out, name=kind, goldens_path=work / "code" / GOLDENS[kind],
-                                       progress=lambda m: print(m, flush=True), **kwargs)
+            spec = BuildSpec(target, name=kind, goldens=work / "code" / GOLDENS[kind])
+            _, report = build_artifact(Path(path), spec, out,
+                                       seams=BuildSeams(progress=lambda m: print(m, flush=True), **kwargs))
             record["passed"] = report.passed
         except GateFailed as exc:
             record.update(passed=False, failure=str(exc))

@@ -110,10 +110,12 @@ def tiny_fp32(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
     int8 results depend on the CPU's instruction set (VNNI or not), so an int8 fixture would tie
     those tests to one CPU family."""
     from laya_artifacts.build import build_artifact
+    from laya_artifacts.spec import BuildSpec
 
     def build(root: Path) -> None:
-        build_artifact(tiny_modernbert[0], "cpu-fp32", root / "artifact", name="tiny-modernbert",
-                       goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-fp32", name="tiny-modernbert",
+                                    goldens=GOLDENS / "tiny-modernbert" / "goldens.json"), root / "artifact")
 
     return built_once(tmp_path_factory, "tiny-fp32", build) / "artifact"
 
@@ -136,13 +138,15 @@ def tiny_int8(tmp_path_factory: pytest.TempPathFactory, tiny_modernbert: tuple[P
     """
     from laya_artifacts.build import build_artifact
     from laya_artifacts.search import precision as search
+    from laya_artifacts.spec import BuildSpec
 
     def build(root: Path) -> None:
         with pytest.MonkeyPatch.context() as patch:  # a short timing: the speed rule is lifted here anyway
             patch.setattr(search, "SPEED_CASES", 4)
             patch.setattr(search, "SPEED_RUNS", 2)
-            build_artifact(tiny_modernbert[0], "cpu-int8", root / "artifact", name="tiny-modernbert",
-                           goldens_path=tiny_int8_goldens, candidates=["encoder-weight-only-8bit"], min_speedup=0)
+            build_artifact(tiny_modernbert[0],
+                           BuildSpec.of("cpu-int8", name="tiny-modernbert", goldens=tiny_int8_goldens,
+                                        candidates=["encoder-weight-only-8bit"], min_speedup=0), root / "artifact")
 
     return built_once(tmp_path_factory, "tiny-int8", build) / "artifact"
 

@@ -23,25 +23,24 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.checkpoints.sources import weights_sha256
+from laya_artifacts.errors import GateFailed, OutputExists
+from laya_artifacts.export.compact import compact_artifact
 from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
-from laya_artifacts.goldens.corpus import builtin_cases, read_gate_cases
-from laya_artifacts.goldens.record import GOLDENS_FILE, load_goldens, merge_goldens, record_goldens, weights_sha256
+from laya_artifacts.goldens.corpus import read_gate_cases
+from laya_artifacts.goldens.record import GOLDENS_FILE, goldens_for_build
 from laya_artifacts.goldens.reference_spread import gate_with_derived_tolerance
 from laya_artifacts.package.runtime_lock import runtime_record
 from laya_artifacts.qat.build_plan import prepare_build, trade_off
-from laya_artifacts.qat.finetune import QatSettings
 from laya_artifacts.search.int8_classes import int8_classes
 from laya_artifacts.search.precision import (
-    MIN_SPEEDUP,
     SEARCH_THREADS,
     SearchResult,
-    SpeedTimer,
     check_candidate_names,
     precision_search,
     prepare_artifact,
     reuse_decision,
-    wall_clock,
 )
 from laya_artifacts.search.quantize import (
     FIXED_CANDIDATES,
@@ -53,6 +52,7 @@ from laya_artifacts.search.quantize import (
 )
 from laya_artifacts.search.records import SHIPPED as SHIPPED_RECORDS
 from laya_artifacts.search.records import decision_key, find_record, save_record
+from laya_artifacts.spec import DEFAULT_SEAMS, BuildSeams, BuildSpec
 from laya_serverless.artifact import targets
 from laya_serverless.artifact.gpu import gpu_profile
 from laya_serverless.artifact.layout import (
@@ -70,12 +70,9 @@ from laya_serverless.core.providers import (
     CPU_PROVIDER,
     CUDA,
     CUDA_OPTIONS,
-    ONNXRUNTIME,
-    Placement,
     device_of_target,
     require_device,
 )
-from laya_serverless.errors import GateFailed
 from laya_serverless.gate.regate import canonical_goldens, goldens_sidecar
 from laya_serverless.gate.replay import TOLERANCES, GateReport, corpus_info, run_gate
 
@@ -158,35 +155,16 @@ def _write_report(out_dir: Path, staged: Staged, progress: Callable[[str], None]
         progress("cpu retry: %s" % ("gated, allowed" if retry.passed else "failed its gate: out-of-memory is a 503"))
 
 
-def _goldens_for(checkpoint_dir: Path, name: str, revision: str | None, goldens_path: Path | None,
-                 user_cases: list[dict[str, Any]], progress: Callable[[str], None]) -> dict[str, Any]:
-    if goldens_path is None:
-        cases = builtin_cases() + user_cases
-        progress("1/4 recording the gate corpus with upstream laya (PyTorch CPU FP32): %d cases, %d rows%s"
-                 % (len(cases), sum(len(c["questions"]) for c in cases),
-                    ", %d of them yours" % len(user_cases) if user_cases else ""))
-        return record_goldens(Path(checkpoint_dir), name, revision, cases=cases, progress=progress)
-    progress("1/4 reading goldens from %s" % goldens_path)
-    goldens = load_goldens(Path(goldens_path))
-    if goldens.get("checkpoint", {}).get("weights_sha256") != weights_sha256(Path(checkpoint_dir)):
-        progress("    note: the goldens were recorded from other weights than %s" % checkpoint_dir)
-    if user_cases:
-        progress("    recording your %d gate cases with upstream laya" % len(user_cases))
-        goldens = merge_goldens(goldens, record_goldens(Path(checkpoint_dir), name, revision, cases=user_cases))
-    return goldens
-
-
 def _optimized_offline() -> dict[str, Any]:
     return {"onnxruntime": version("onnxruntime"), "level": OPTIMIZATION_LEVEL}
 
 
-def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
-            progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
-            min_speedup: float | None, timer: SpeedTimer, records: Path | None, research: bool) -> SearchResult:
+def _search(raw: Path, scratch: Path, goldens: dict[str, Any], spec: BuildSpec, key: dict[str, Any],
+            candidates: Sequence[str] | None, seams: BuildSeams) -> SearchResult:
     """The precision search, or the decision a record kept for exactly this search (`search_records`)."""
-    key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
-    found = None if records is None or research else find_record(key, [records, SHIPPED_RECORDS],
-                                                                       TOLERANCES[target])
+    target, progress, records = spec.target, seams.progress, spec.search_records
+    found = None if records is None or spec.research else find_record(key, [records, SHIPPED_RECORDS],
+                                                                            TOLERANCES[target])
     if found is not None:
         record, path = found
         progress("    reusing the search record %s (recorded %s): %s" % (path.name, record.get("recorded"),
@@ -201,17 +179,20 @@ def _search(checkpoint_dir: Path, raw: Path, scratch: Path, goldens: dict[str, A
                      else next(c for c in FIXED_CANDIDATES if c.name == chosen))
         return reuse_decision(raw / GRAPH_FILE, raw, scratch, goldens, target, candidate, path, progress=progress)
     result = precision_search(raw / GRAPH_FILE, raw, scratch, goldens, target, candidates=candidates,
-                              exhaustive=exhaustive, min_speedup=min_speedup, progress=progress, timer=timer)
+                              exhaustive=spec.exhaustive_search, min_speedup=spec.min_speedup, progress=progress,
+                              timer=seams.timer)
     if records is not None:
         progress("    search record kept: %s" % save_record(key, result.record, records))
     return result
 
 
-def _recorded_refusal(checkpoint_dir: Path, goldens: dict[str, Any], target: str, candidates: Sequence[str] | None,
-                      min_speedup: float | None, records: Path, progress: Callable[[str], None]) -> Staged | None:
+def _recorded_refusal(goldens: dict[str, Any], spec: BuildSpec, key: dict[str, Any] | None,
+                      progress: Callable[[str], None]) -> Staged | None:
     """The failed int8 stage a kept decision stands for, when a record says no candidate passes this search."""
-    key = decision_key(checkpoint_dir, goldens, check_candidate_names(candidates), min_speedup)
-    found = find_record(key, [records, SHIPPED_RECORDS], TOLERANCES[target])
+    if key is None or spec.search_records is None or spec.research:
+        return None
+    target = spec.target
+    found = find_record(key, [spec.search_records, SHIPPED_RECORDS], TOLERANCES[target])
     if found is None or found[0]["chosen"] is not None:
         return None
     record, path = found
@@ -223,21 +204,23 @@ def _recorded_refusal(checkpoint_dir: Path, goldens: dict[str, Any], target: str
                              notes=["nothing to confirm: %s; build cpu-fp32" % why]), {})
 
 
-def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], target: str,
-               progress: Callable[[str], None], *, candidates: Sequence[str] | None, exhaustive: bool,
-               min_speedup: float | None, timer: SpeedTimer, emulate: bool = True,
-               checkpoint_dir: Path = Path("."), records: Path | None = None, research: bool = False) -> Staged:
+def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], spec: BuildSpec,
+               key: dict[str, Any] | None, candidates: Sequence[str] | None, seams: BuildSeams,
+               checkpoint_dir: Path) -> Staged:
     """cpu-fp32: the export optimized offline and gated. cpu-int8: the precision search, then its choice gated."""
+    target, progress = spec.target, seams.progress
     tolerance = TOLERANCES[target]
-    if target == targets.CPU_FP32:
+    if target == targets.CPU_FP32 or key is None:
         progress("3/4 optimizing offline (%s), gating both splits at tolerance %g" % (OPTIMIZATION_LEVEL, tolerance))
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
-        report = gate_with_derived_tolerance(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS),
-                                             checkpoint_dir, out_dir, goldens, target, SEARCH_THREADS, progress)
-        return Staged(report, {"weights": "fp32"}, _optimized_offline())
+        storage = compact_artifact(out_dir)  # FP16 where exact, restored at load: the same answers, fewer bytes
+        progress("    %d large tensors stored in FP16 (exact), %d kept FP32" % (storage["fp16"], storage["kept_fp32"]))
+        gated = gate_with_derived_tolerance(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS,
+                                                     progress=progress),
+                                            checkpoint_dir, out_dir, goldens, target, SEARCH_THREADS, progress)
+        return Staged(gated, {"weights": "fp32", "storage": storage}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
-    result = _search(checkpoint_dir, raw, scratch, goldens, target, progress, candidates=candidates,
-                     exhaustive=exhaustive, min_speedup=min_speedup, timer=timer, records=records, research=research)
+    result = _search(raw, scratch, goldens, spec, key, candidates, seams)
     if result.chosen is None:
         return Staged(GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens), search=result.record,
                                  notes=["nothing to confirm: %s; build cpu-fp32" % result.record["why"]]), {})
@@ -245,14 +228,14 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
     for path in chosen.directory.iterdir():
         shutil.copy(path, out_dir / path.name)
     progress("    confirming %s once on both splits (confirmation unseen until now)" % chosen.candidate.name)
-    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS)
+    report = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
     report.search = result.record
     if not report.passed:
         report.notes.append("%s passed selection but not this check; the int8 target fails rather than trying the "
                             "next-fastest candidate on confirmation (that would make confirmation a second selection "
                             "set); build cpu-fp32" % chosen.candidate.name)
     weights = chosen.recipe["weights_label"]
-    classes = int8_classes(out_dir, goldens, progress) if report.passed and emulate else {}
+    classes = int8_classes(out_dir, goldens, progress) if report.passed and spec.emulate_classes else {}
     return Staged(report, {"weights": weights, "recipe": chosen.recipe}, _optimized_offline(),
                   device_configuration={"int8_classes": classes} if classes else {})
 
@@ -287,83 +270,94 @@ def _note_fine_tune(staged: Staged, tuned: dict[str, Any] | None) -> None:
         staged.device_configuration["quantization_aware"] = tuned
 
 
-def build_artifact(checkpoint_dir: Path, target: str, out_dir: Path, *, name: str | None = None,
-                   revision: str | None = None, goldens_path: Path | None = None,
-                   gate_cases: Sequence[str | Path] = (), candidates: Sequence[str] | None = None,
-                   exhaustive_search: bool = False, min_speedup: float | None = MIN_SPEEDUP,
-                   progress: Callable[[str], None] = lambda _m: None,
-                   timer: SpeedTimer = wall_clock, placement: Placement = ONNXRUNTIME,
-                   emulate_classes: bool = False, search_records: Path | None = None,
-                   research: bool = False, quantization_aware: QatSettings | None = None) -> tuple[Path, GateReport]:
-    """Build, gate and describe one (checkpoint, target) configuration in `out_dir`, for any target.
+def refusal(out_dir: Path, report: GateReport) -> str:
+    """Why nothing was built, in the search's words: "gate failed" or "gate passed (...), but not faster"."""
+    reason = report.notes[-1] if report.notes else "see the report"
+    if report.search is not None and report.search.get("chosen") is None:
+        return "no %s artifact for %s: %s" % (report.target, out_dir, reason.removeprefix("nothing to confirm: "))
+    return "the parity gate failed for %s (%s)" % (out_dir, reason)
 
-    The gate corpus is the built-in one plus `gate_cases` (users' JSONL files, refused line by line
-    before anything is exported), recorded with upstream now unless `goldens_path` holds it already.
-    A cuda target is refused at once where `placement` (this onnxruntime) offers no CUDA, and gated on
-    the GPU. cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search/precision.py`) on the
-    selection split, restricted to `candidates` if given (`min_speedup`: how much faster than FP32
-    a candidate must be; 0 lifts it; `timer`: how candidates are timed; other targets ignore these), then
-    checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
-    `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead. A
-    passing int8 artifact is then checked as an AVX2 CPU under emulation (`emulate_classes`, where qemu is
-    installed; the CLI, `make serve` and `laya-artifacts deploy` turn it on), and the classes it holds on are
-    recorded in the manifest. With `search_records` (a directory)
-    the search's decision is kept there and reused by a later build of the same search (`search/records.py`;
-    the package's shipped records are read too); `research` searches again.
-    `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme and builds it (`qat/build_plan.py`): the
-    gate's reference stays the original's goldens, and the manifest records the fine-tune.
-    """
-    if target not in TARGETS:
-        raise ValueError("unknown target %r; choose one of %s" % (target, ", ".join(TARGETS)))
-    check_candidate_names(candidates)
-    device = device_of_target(target)
-    require_device(device, placement)  # before goldens, export or any file: a cuda gate runs only on a GPU
-    user_cases = [case for path in gate_cases for case in read_gate_cases(path)]  # refused before any work
-    out_dir = Path(out_dir)
+
+def _guards(spec: BuildSpec, out_dir: Path, seams: BuildSeams) -> list[dict[str, Any]]:
+    """Everything refused before any work (the spec checked its target and candidates): the device, users' rows,
+    the output."""
+    require_device(device_of_target(spec.target), seams.placement)  # a cuda gate runs only on a GPU
+    user_cases = [case for path in spec.gate_cases for case in read_gate_cases(path)]
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise FileExistsError("%s is not empty; builds never overwrite an artifact" % out_dir)
-    name = name or Path(checkpoint_dir).name
-    goldens = _goldens_for(Path(checkpoint_dir), name, revision, goldens_path, user_cases, progress)
-    checkpoint_dir, candidates, tuned = prepare_build(Path(checkpoint_dir), goldens, target, candidates,
-                                                      quantization_aware, out_dir, progress)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    refused = None if target != targets.CPU_INT8 or search_records is None or research else _recorded_refusal(
-        Path(checkpoint_dir), goldens, target, candidates, min_speedup, search_records, progress)
-    if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
-        _write_report(out_dir, refused, progress)
-        raise GateFailed("the parity gate failed for %s (%s)" % (out_dir, refused.report.notes[-1]), refused.report)
+        raise OutputExists("%s is not empty; builds never overwrite an artifact" % out_dir)
+    return user_cases
+
+
+def _staged(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, goldens: dict[str, Any],
+            key: dict[str, Any] | None, candidates: Sequence[str] | None,
+            seams: BuildSeams) -> tuple[Staged, dict[str, Any]]:
+    """The FP32 export in a scratch directory, then the device's stage: (its verdict, the fusion record)."""
+    progress = seams.progress
     with tempfile.TemporaryDirectory(prefix="laya-build-") as scratch:
         raw = Path(scratch) / "export"
         progress("2/4 exporting %s to an FP32 ONNX graph" % checkpoint_dir)
         export_checkpoint(checkpoint_dir, raw)
         fusion = json.loads((raw / FUSION_RECORD).read_text())
         progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
-        if device == CUDA:
-            staged = _stage_cuda(raw, out_dir, goldens, target, progress)
-        else:
-            staged = _stage_cpu(raw, Path(scratch), out_dir, goldens, target, progress, candidates=candidates,
-                                exhaustive=exhaustive_search, min_speedup=min_speedup, timer=timer,
-                                emulate=emulate_classes, checkpoint_dir=Path(checkpoint_dir),
-                                records=search_records, research=research)
+        if device_of_target(spec.target) == CUDA:
+            return _stage_cuda(raw, out_dir, goldens, spec.target, progress), fusion
+        return _stage_cpu(raw, Path(scratch), out_dir, goldens, spec, key, candidates, seams, checkpoint_dir), fusion
+
+
+def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,
+                   seams: BuildSeams = DEFAULT_SEAMS) -> tuple[Path, GateReport]:
+    """Build, gate and describe one (checkpoint, `spec.target`) configuration in `out_dir`, for any target.
+
+    The gate corpus is the built-in one plus `spec.gate_cases` (users' JSONL files, refused line by line
+    before anything is exported), recorded with upstream now unless `spec.goldens` holds it already.
+    A cuda target is refused at once where `seams.placement` (this onnxruntime) offers no CUDA, and gated on
+    the GPU. cpu-fp32 is gated on both splits. cpu-int8 runs the precision search (`search/precision.py`) on
+    the selection split, restricted to `spec.candidates` if given (`min_speedup`: how much faster than FP32
+    a candidate must be; 0 lifts it; `seams.timer`: how candidates are timed; other targets ignore these), then
+    checks the chosen configuration once on both splits; when nothing passes, or confirmation fails,
+    `GateFailed` is raised (its report carries the search) and the caller may build cpu-fp32 instead. A
+    passing int8 artifact is then checked as an AVX2 CPU under emulation (`emulate_classes`, where qemu is
+    installed; the CLI, `make serve` and `laya-artifacts deploy` turn it on), and the classes it holds on are
+    recorded in the manifest. With `search_records` (a directory) the search's decision is kept there and
+    reused by a later build of the same search (`search/records.py`; the package's shipped records are read
+    too); `research` searches again. `quantization_aware` (cpu-int8) fine-tunes a copy under the int8 scheme
+    and builds it (`qat/build_plan.py`): the gate's reference stays the original's goldens, and the manifest
+    records the fine-tune. The manifest records the spec (`BuildSpec.record`).
+    """
+    out_dir, progress, target = Path(out_dir), seams.progress, spec.target
+    user_cases = _guards(spec, out_dir, seams)
+    name = spec.name or Path(checkpoint_dir).name
+    goldens = goldens_for_build(Path(checkpoint_dir), name, spec.revision, spec.goldens, user_cases, progress)
+    checkpoint_dir, candidates, tuned = prepare_build(Path(checkpoint_dir), goldens, target, spec.candidates,
+                                                      spec.quantization_aware, out_dir, progress)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    weights = weights_sha256(checkpoint_dir)   # the checkpoint built, a quantization-aware copy's where tuned
+    # The search's identity, once per build: both the kept refusal and the search itself look it up.
+    key = None if target != targets.CPU_INT8 else decision_key(
+        checkpoint_dir, goldens, check_candidate_names(candidates), spec.min_speedup)
+    refused = _recorded_refusal(goldens, spec, key, progress)
+    if refused is not None:   # a kept decision that nothing passes: no export, no candidate, straight to the caller
+        _write_report(out_dir, refused, progress)
+        raise GateFailed(refusal(out_dir, refused.report), refused.report)
+    staged, fusion = _staged(checkpoint_dir, spec, out_dir, goldens, key, candidates, seams)
     _note_fine_tune(staged, tuned)
     _write_report(out_dir, staged, progress)
     report = staged.report
     decode = DecodeConfig.load(out_dir) if (out_dir / DECODE_CONFIG_FILE).is_file() else None
     if not report.passed or decode is None:
-        reason = report.notes[-1] if report.notes else "see the report"
-        raise GateFailed("the parity gate failed for %s (%s); report: %s" % (out_dir, reason, out_dir / REPORT_TEXT),
-                         report)
+        raise GateFailed("%s; report: %s" % (refusal(out_dir, report), out_dir / REPORT_TEXT), report)
     progress("4/4 writing the manifest")
-    checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": revision,
-                  "weights_sha256": weights_sha256(Path(checkpoint_dir)),
+    checkpoint = {"name": name, "source": str(checkpoint_dir), "revision": spec.revision,
+                  "weights_sha256": weights,
                   # a quantization-aware copy's: the weights served are the copy's, the gate's reference its original's
                   **({"reference_weights_sha256": tuned["reference_weights_sha256"]} if tuned else {})}
     corpus = canonical_goldens(goldens)
-    write_manifest(out_dir, _configuration(checkpoint, target, staged, decode, fusion), report, sha256_bytes(corpus))
+    configuration = {**_configuration(checkpoint, target, staged, decode, fusion), "build_spec": spec.record()}
+    write_manifest(out_dir, configuration, report, sha256_bytes(corpus))
     # Beside the directory, not in it (the manifest lists only what serves): publish uploads it, and the
     # deploy-time gate replays it on the serving CPU (regate.py).
     goldens_sidecar(out_dir).write_bytes(corpus)
     return out_dir, report
 
 
-__all__ = ["GOLDENS_FILE", "GateFailed", "TARGETS", "build_artifact", "cpu_profile"]
+__all__ = ["GOLDENS_FILE", "BuildSeams", "BuildSpec", "GateFailed", "TARGETS", "build_artifact", "cpu_profile"]

@@ -18,10 +18,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from laya_artifacts.errors import GateFailed
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE, LocalStore, pointer_key
 from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET
-from laya_serverless.errors import GateFailed
+from laya_serverless.command import Command
 
 EXAMPLE_STATE = {"ticket": "I was charged twice for my March invoice and nobody answers my emails. "
                            "If this is not fixed today I will cancel."}
@@ -48,18 +50,34 @@ def _demo_version() -> str:
     return json.dumps({k: v for k, v in sorted(config.items()) if k.endswith("sha256")}, sort_keys=True)
 
 
-def ensure_published(store_dir: Path, cache: Path) -> str:
-    """Publish the demo once per shipped version; returns the target served (int8 unless its gate refused it)."""
+def local_signer(keys: Path) -> Any:
+    """The local signing key (made once in `keys`)."""
+    from laya_artifacts.deploy.sign import PRIVATE_KEY_FILE, LocalSigner, generate_key
+
+    if not (keys / PRIVATE_KEY_FILE).is_file():
+        generate_key(keys)
+        say("made the local signing key %s" % (keys / PRIVATE_KEY_FILE))
+    return LocalSigner(keys / PRIVATE_KEY_FILE)
+
+
+def ensure_published(store_dir: Path, cache: Path, keys: Path) -> str:
+    """Publish the demo once per shipped version, signed as this run publishes it; returns the target served (int8
+    unless its gate refused it). What is signed is only what this run built: a store whose pointer names anything
+    but the artifact this command recorded publishing is built and published again, never signed as found."""
     from laya_artifacts.checkpoints.demo import DEMO_NAME
     from laya_artifacts.checkpoints.sources import resolve_source
     from laya_artifacts.deploy.command import Built, pipeline_builder, publish_step
+    from laya_serverless.artifact.fetch import published_id
 
     store, mark_file = LocalStore(store_dir), cache / "demo-published.json"
     mark = json.loads(mark_file.read_text()) if mark_file.is_file() else {}
-    served = mark.get("target", CPU_INT8)
+    served = str(mark.get("target", CPU_INT8))
     if store.read(pointer_key(DEMO_NAME, served)) is not None and mark.get("version") == _demo_version():
-        say("step 1-3/4: %s/%s is already published in %s" % (DEMO_NAME, served, store_dir))
-        return str(served)
+        if mark.get("artifact") == published_id(store, DEMO_NAME, served):
+            say("step 1-3/4: %s/%s is already published in %s" % (DEMO_NAME, served, store_dir))
+            return served
+        say("the pointer of %s/%s names an artifact this command did not publish; building it again"
+            % (DEMO_NAME, served))
     say("step 1/4: assembling the demo checkpoint in %s" % (cache / "checkpoints"))
     checkpoint, name, revision = resolve_source(DEMO_NAME, None, cache, say)
     build = pipeline_builder(cache, say)
@@ -69,28 +87,27 @@ def ensure_published(store_dir: Path, cache: Path) -> str:
         built.artifacts[CPU_INT8] = build(checkpoint, name, revision, CPU_INT8)
     except GateFailed as exc:
         # This CPU's int8 kernels moved answers past the gate: serve exact FP32 rather than nothing.
-        say("the %s gate refused every int8 candidate (%s); building %s instead"
+        say("no %s artifact (%s); building %s instead"
             % (CPU_INT8, str(exc).splitlines()[0], FALLBACK_TARGET))
         served, built.artifacts[FALLBACK_TARGET] = FALLBACK_TARGET, build(checkpoint, name, revision, FALLBACK_TARGET)
-    say("step 3/4: publishing to %s" % store_dir)
-    publish_step([built], store, say)
-    mark_file.parent.mkdir(parents=True, exist_ok=True)
-    mark_file.write_text(json.dumps({"version": _demo_version(), "target": served}) + "\n")
+    say("step 3/4: publishing to %s, signed with the local key" % store_dir)
+    published = publish_step([built], store, say, local_signer(keys))
+    remember_published(mark_file, served, published["%s/%s" % (name, served)])
     return served
 
 
-def ensure_signed(store_dir: Path, keys: Path, target: str) -> Path:
-    """The published demo signed with the local key (made once in `keys`); returns the public key to trust."""
-    from laya_artifacts.checkpoints.demo import DEMO_NAME
-    from laya_artifacts.deploy.sign import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, LocalSigner, generate_key, sign_published
-    from laya_serverless.artifact.fetch import published_id
+def remember_published(mark_file: Path, target: str, artifact_id: str) -> None:
+    """The build record: which artifact this command published, for this shipped version."""
+    mark_file.parent.mkdir(parents=True, exist_ok=True)
+    mark_file.write_text(json.dumps({"version": _demo_version(), "target": target, "artifact": artifact_id}) + "\n")
 
-    if not (keys / PRIVATE_KEY_FILE).is_file():
-        generate_key(keys)
-        say("made the local signing key %s" % (keys / PRIVATE_KEY_FILE))
-    store = LocalStore(store_dir)
-    if sign_published(store, published_id(store, DEMO_NAME, target), LocalSigner(keys / PRIVATE_KEY_FILE)):
-        say("signed %s/%s with the local key" % (DEMO_NAME, target))
+
+def ensure_signed(store_dir: Path, keys: Path, target: str) -> Path:
+    """The public half of the local key to trust. Nothing is signed here: `ensure_published` signed what it
+    published, and a pointer naming anything else is refused when the server loads it."""
+    from laya_artifacts.deploy.sign import PUBLIC_KEY_FILE
+
+    local_signer(keys)
     return keys / PUBLIC_KEY_FILE
 
 
@@ -98,31 +115,34 @@ def run(args: argparse.Namespace) -> int:
     from laya_artifacts.checkpoints.demo import DEMO_NAME
 
     store, cache = Path(args.store), Path(args.cache)
-    target = ensure_published(store, cache)
+    target = ensure_published(store, cache, Path(args.keys))
+    public = ensure_signed(store, Path(args.keys), target)
     if args.once:
         from laya_serverless import Decider
 
-        decider = Decider.from_store(store, DEMO_NAME, target, cache_dir=cache / "serving")
+        decider = Decider.from_store(store, DEMO_NAME, target, cache_dir=cache / "serving", keys=(str(public),))
         result = decider.predict(EXAMPLE_STATE, EXAMPLE_QUESTIONS)
         say("loaded from the store (verified) and answered")
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     from laya_serverless.local_edge.cli import main as serve
+    from laya_serverless.settings import ARTIFACT_KEYS, CACHE_DIR, DEPLOYED, STORE, TARGET
 
-    os.environ.setdefault("LAYA_STORE", str(store))
-    os.environ.setdefault("LAYA_DEPLOYED", "english=%s" % DEMO_NAME)
-    os.environ.setdefault("LAYA_CACHE_DIR", str(cache / "serving"))
-    os.environ.setdefault("LAYA_TARGET", target)
-    os.environ.setdefault("LAYA_ARTIFACT_KEYS", str(ensure_signed(store, Path(args.keys), target)))
+    os.environ.setdefault(STORE, str(store))
+    os.environ.setdefault(DEPLOYED, "english=%s" % DEMO_NAME)
+    os.environ.setdefault(CACHE_DIR, str(cache / "serving"))
+    os.environ.setdefault(TARGET, target)
+    os.environ.setdefault(ARTIFACT_KEYS, str(public))
     say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
     return serve(["serve"])
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    demo = commands.add_parser("demo", help="build, gate and publish the shipped demo once, then serve it locally")
+def _arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--once", action="store_true", help="answer the README example in-process and exit")
     demo.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="the local store (default %(default)s)")
     demo.add_argument("--cache", default=".cache", help="checkpoints, artifacts and the serving cache")
     demo.add_argument("--keys", default=".laya-keys",
                       help="the local signing key pair, made once; the server trusts its public half")
-    demo.set_defaults(run=run)
+
+
+COMMANDS = (Command("demo", "build, gate and publish the shipped demo once, then serve it locally", _arguments, run),)

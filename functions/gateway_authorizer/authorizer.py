@@ -15,6 +15,7 @@ from typing import Any
 
 SECRET_ENV = "LAYA_API_KEY_SECRET_ARN"
 SECRET_TTL_S = 300.0
+MAX_KEY_CHARS = 4096  # laya_serverless.configuration's, copied: this function ships alone (a test ties them)
 PRINCIPAL = "laya-client"
 
 _cache: dict[str, Any] = {"value": None, "expires": 0.0}
@@ -31,16 +32,28 @@ class ApiKeyMisconfigured(ValueError):
 
 
 def checked_key(value: str) -> str:
-    """The secret as saved, refused (never trimmed) when it is empty, padded or holds a control character."""
+    """The secret as saved, refused (never trimmed) when it is empty, padded or not sendable (`key_problem`)."""
     source = "%s: the API key secret" % SECRET_ENV
     if not value:
         raise ApiKeyMisconfigured("%s is empty; save a key in it" % source)
     if value != value.strip():
         raise ApiKeyMisconfigured("%s has spaces or a newline around it (%d characters, %d without them); save the "
                                   "key without them" % (source, len(value), len(value.strip())))
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise ApiKeyMisconfigured("%s holds a control character; save the key without it" % source)
+    problem = key_problem(value)
+    if problem:
+        raise ApiKeyMisconfigured("%s %s; save a key clients can send" % (source, problem))
     return value
+
+
+def key_problem(key: str) -> str | None:
+    """Why no client could send `key` in a header (laya_serverless.configuration.key_problem, the same rule)."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in key):
+        return "holds a control character"
+    if any(ord(ch) > 0x7E for ch in key):
+        return "holds a character that is not printable ASCII, which no HTTP client sends in a header"
+    if len(key) > MAX_KEY_CHARS:
+        return "is %d characters long; at most %d fit in a request's headers" % (len(key), MAX_KEY_CHARS)
+    return None
 
 
 def api_key(client: Any = None, now: float | None = None) -> str:

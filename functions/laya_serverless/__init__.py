@@ -9,7 +9,6 @@
 from .core.decider import Decider
 from .errors import (
     ArtifactError,
-    GateFailed,
     InferenceError,
     LayaError,
     QuestionError,
@@ -18,5 +17,5 @@ from .errors import (
     StateError,
 )
 
-__all__ = ["ArtifactError", "Decider", "GateFailed", "InferenceError", "LayaError", "QuestionError",
+__all__ = ["ArtifactError", "Decider", "InferenceError", "LayaError", "QuestionError",
            "RequestError", "SettingsError", "StateError"]

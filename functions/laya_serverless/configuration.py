@@ -9,21 +9,45 @@ end that asked (environment or CDK context) names the variable or flag in its on
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Boolean", "Choice", "Field", "Integer", "Invalid", "Number", "Pattern", "Secret", "Text",
-           "declared", "env_value", "parse_environ", "setting"]
+__all__ = ["MAX_KEY_CHARS", "Boolean", "Choice", "Field", "Integer", "Invalid", "Number", "Pattern", "Secret", "Text",
+           "declared", "did_you_mean", "env_value", "key_problem", "nearest", "parse_environ", "setting",
+           "unknown_names"]
 
 # The one set of spellings a boolean accepts, in the environment and in CDK context alike.
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 class Invalid(ValueError):
-    """A value a parser cannot take; the message is the rule it broke ("must be ...")."""
+    """A value a parser cannot take; the message is the rule it broke ("must be ..."); `suggestion`, the allowed
+    value nearest to the one given, when one is near."""
+
+    def __init__(self, message: str, suggestion: str | None = None) -> None:
+        super().__init__(message)
+        self.suggestion = suggestion
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice most like `word` by string similarity (difflib), or None when none is near."""
+    found = difflib.get_close_matches(word, sorted(set(choices)), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    near = nearest(word, choices)
+    return " (did you mean %s?)" % near if near else ""
+
+
+def unknown_names(given: Iterable[str], known: Iterable[str]) -> list[str]:
+    """Each name of `given` that `known` does not declare, with the nearest declared one: "NAME (did you mean X?)"."""
+    declared_names = set(known)
+    return ["%s%s" % (name, did_you_mean(name, declared_names)) for name in sorted(set(given) - declared_names)]
 
 
 @dataclass(frozen=True)
@@ -87,7 +111,8 @@ class Choice:
     def __call__(self, text: str) -> str:
         word = text if self.case_sensitive else text.lower()
         if word not in self.options:
-            raise Invalid("must be one of %s" % ", ".join(self.options))
+            near = nearest(word, self.options)
+            raise Invalid("must be one of %s%s" % (", ".join(self.options), did_you_mean(word, self.options)), near)
         return word
 
     def describe(self) -> str:
@@ -121,18 +146,36 @@ class Pattern:
         return self.what
 
 
+MAX_KEY_CHARS = 4096  # a longer bearer key makes every request's headers too large (431) before auth runs
+
+
+def key_problem(key: str) -> str | None:
+    """Why no client could send `key` as `Authorization: Bearer <key>`, or None. The one rule of the runtime's
+    settings and of the Secrets Manager path (`lambda_edge.api_key`); the authorizer, which does not ship this
+    package, keeps a copy that a test ties to it. HTTP header values are ASCII in practice: a non-ASCII key arrives
+    latin-1-decoded at the app and UTF-8 at the authorizer, and matches at neither."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in key):
+        return "holds a control character"
+    if any(ord(ch) > 0x7E for ch in key):
+        return "holds a character that is not printable ASCII, which no HTTP client sends in a header"
+    if len(key) > MAX_KEY_CHARS:
+        return "is %d characters long; at most %d fit in a request's headers" % (len(key), MAX_KEY_CHARS)
+    return None
+
+
 @dataclass(frozen=True)
 class Secret:
-    """A credential: taken exactly as given, and refused when it is empty, padded or holds control characters
-    (a trailing newline from `echo` or a secrets file would otherwise lock every caller out)."""
+    """A credential: taken exactly as given, and refused when it is empty, padded, or a key no client can send
+    (`key_problem`): a trailing newline from `echo` or a secrets file would otherwise lock every caller out."""
 
     def __call__(self, text: str) -> str:
         if not text:
             raise Invalid("is set but empty; unset it to turn auth off")
         if text != text.strip():
             raise Invalid("has leading or trailing whitespace (a newline?); store the key without it")
-        if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
-            raise Invalid("holds a control character")
+        problem = key_problem(text)
+        if problem:
+            raise Invalid(problem)
         return text
 
     def describe(self) -> str:

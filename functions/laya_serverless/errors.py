@@ -1,13 +1,15 @@
-"""The one error tree of laya-serverless, runtime and build side alike.
+"""The runtime's error tree (the build wing's, `laya_artifacts.errors`, grows from its `LayaError`).
 
 Caller mistakes (`QuestionError`, `StateError`) are also `ValueError`s, because the protocol maps a
 `ValueError` raised during inference to a 422 carrying its message. Refusals of a request before
-inference are `RequestError`s, one class per kind; which HTTP status each kind gets is decided in
-one place, `laya_serverless.http.statuses`. Both carry where in the request body they point and what
-kind of mistake it is (`Located`), which strict Jev mode answers as `loc` and `type`.
+inference are `RequestError`s, one class per kind, and each kind declares its own wire: its HTTP
+`status`, its `strict_status` where strict Jev mode answers otherwise, its Jev `error_type`, and whether
+the client should retry (`retry_later`: a 503 with `Retry-After`); `laya_serverless.http.statuses` reads
+them. Both carry where in the request body they point and what kind of mistake it is (`Located`), which
+strict Jev mode answers as `loc` and `type`.
 """
 
-from typing import Any, Literal, Self
+from typing import ClassVar, Literal, Self
 
 Location = tuple[str | int, ...]
 """A path into the request body after "body": ("questions", "q1"), ("max_len",); () is the whole body."""
@@ -54,27 +56,6 @@ class DeviceUnavailable(ArtifactError):
     placed the session elsewhere, or the artifact was gated on another GPU or onnxruntime."""
 
 
-class DemoError(ArtifactError):
-    """The shipped demo files, or the installed encoder, are not the ones the demo head was trained with."""
-
-
-class GateFailed(LayaError):
-    """The parity gate refused a configuration: it is never published. `report` holds every failing row."""
-
-    def __init__(self, message: str, report: Any = None) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-class DeployFailed(LayaError):
-    """A step of `laya-artifacts deploy` could not go on. Raised inside a step with the reason alone; the command
-    raises it again naming the step (`step`), as its one line: "step 4/6 deploy: cdk exited 1 ..."."""
-
-    def __init__(self, message: str, step: str | None = None) -> None:
-        super().__init__(message)
-        self.step = step
-
-
 class InferenceError(LayaError):
     """The model session failed or returned something unusable (for example a non-finite value)."""
 
@@ -90,6 +71,11 @@ class ShardFailed(JobError):
 class RequestError(Located):
     """A request refused before (or instead of) inference, with the protocol's exact `detail` text."""
 
+    status: ClassVar[int] = 500
+    strict_status: ClassVar[int | None] = None   # None: strict mode answers `status` too
+    error_type: ClassVar[str] = "api_error"       # strict mode's `detail.error_type` for a non-validation refusal
+    retry_later: ClassVar[bool] = False
+
     def __init__(self, detail: str, *, location: Location = (), kind: Kind = "value_error") -> None:
         super().__init__(detail, location=location, kind=kind)
         self.detail = detail
@@ -103,37 +89,63 @@ class RequestError(Located):
 class MalformedRequest(RequestError):
     """The body is not what the protocol's shape demands (not JSON, not an object, a missing field)."""
 
+    status = 400
+    # The Jev contract answers every body validation failure with 422; upstream says 400 for the shape ones.
+    strict_status = 422
+
 
 class Unauthenticated(RequestError):
     """The bearer token is missing or wrong."""
+
+    status = 401
+    error_type = "authentication_error"
 
 
 class BodyTimeout(RequestError):
     """The body did not arrive within the read deadline."""
 
+    status = 408
+    error_type = "request_timeout"
+
 
 class TooLarge(RequestError):
     """The body, the state, or the number of questions, options or states is over a limit."""
+
+    status = 413
+    error_type = "request_too_large"
 
 
 class UnsupportedEncoding(RequestError):
     """The body's `Content-Encoding` is not one this server decodes."""
 
+    status = 415
+    error_type = "unsupported_media_type"
+
 
 class NotFound(RequestError):
     """The request names something this deployment does not have (an unknown job id)."""
+
+    status = 404
 
 
 class Conflict(RequestError):
     """The request cannot be answered in the current state of what it names (a job's results before it ends)."""
 
+    status = 409
+
 
 class InvalidRequest(RequestError):
     """The request is well formed but a value in it cannot be used."""
 
+    status = 422
+
 
 class Overloaded(RequestError):
     """Every admission slot is taken; the client should retry shortly."""
+
+    status = 503
+    error_type = "overloaded_error"
+    retry_later = True
 
 
 class DeviceOutOfMemory(Overloaded):
@@ -143,14 +155,26 @@ class DeviceOutOfMemory(Overloaded):
 class NotReady(RequestError):
     """The deployment cannot answer (its artifacts are missing or were refused); the client should retry later."""
 
+    status = 503
+    error_type = "service_unavailable"
+    retry_later = True
+
 
 class MalformedEvent(MalformedRequest):
     """A Lambda HTTP event that cannot become a request (missing or mistyped fields, unencodable text)."""
+
+    strict_status = 400
+    error_type = "invalid_request_error"
 
 
 class ClientDisconnected(RequestError):
     """The client went away before its whole body arrived; nobody reads the answer, the log has one line."""
 
+    status = 400   # never read by anyone; 400 rather than nginx's non-standard 499
+    error_type = "client_disconnected"
+
 
 class InferenceFailed(RequestError):
     """Inference broke for a reason of ours; the client sees only this, the log has the traceback."""
+
+    error_type = "internal_error"

@@ -20,7 +20,20 @@ from typing import Any
 
 from .artifact.store import DEFAULT_LOCAL_STORE
 from .artifact.targets import DEFAULT_CPU_TARGET, DEFAULT_CUDA_TARGET, TARGETS
-from .configuration import Boolean, Choice, Field, Integer, Invalid, Number, Secret, Text, declared, parse_environ
+from .artifact.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_MB, DownloadParts
+from .configuration import (
+    Boolean,
+    Choice,
+    Field,
+    Integer,
+    Invalid,
+    Number,
+    Secret,
+    Text,
+    declared,
+    parse_environ,
+    unknown_names,
+)
 from .configuration import setting as _setting
 from .core.controls import DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_TOKEN_BUDGET, MAX_CHOICE_OPTIONS
 from .core.providers import CPU, CUDA, DEVICES, device_of_target
@@ -45,6 +58,8 @@ DEPLOYED = "LAYA_DEPLOYED"
 TARGET = "LAYA_TARGET"
 CACHE_DIR = "LAYA_CACHE_DIR"
 GRAPH_IN_MEMORY = "LAYA_GRAPH_IN_MEMORY"
+DOWNLOAD_PART_MB = "LAYA_DOWNLOAD_PART_MB"
+DOWNLOAD_CONCURRENCY = "LAYA_DOWNLOAD_CONCURRENCY"
 API_BASE_PATH = "LAYA_API_BASE_PATH"
 API_KEY_SECRET = "LAYA_API_KEY_SECRET_ARN"
 GPU_ENDPOINT = "LAYA_GPU_ENDPOINT"
@@ -68,6 +83,9 @@ ARTIFACT_KEYS = "LAYA_ARTIFACT_KEYS"
 ARTIFACT_PINS = "LAYA_ARTIFACT_PINS"
 
 _MANY = 10**9  # the upper bound of counts upstream leaves unbounded
+PREFIX = "LAYA_"  # every variable of this table starts so; an undeclared one is refused at start
+# Upstream's variables this deployment replaces (docs/protocol.md): refused with what to set instead.
+REPLACED = {name: DEPLOYED for name in ("LAYA_PRELOAD", "LAYA_MODELS", "LAYA_MAX_LOADED", "LAYA_EXTRA_MODELS")}
 
 
 def _deployed(text: str) -> dict[str, str]:
@@ -96,6 +114,16 @@ def _artifact_pins(text: str) -> dict[str, str]:
             raise Invalid("entry %r: each is CHECKPOINT/TARGET=ARTIFACT_ID (a sha256)" % part)
         pins[pair.strip()] = artifact_id.strip()
     return pins
+
+
+def _path(text: str) -> str:
+    """A URL path prefix: empty or `/` (none), else /SEGMENT[/SEGMENT...] of URL-safe characters, never . or .."""
+    prefix = text.rstrip("/") if text != "/" else text
+    segments = prefix.split("/")[1:]
+    if prefix in ("", "/") or (prefix.startswith("/") and all(
+            re.fullmatch(r"[A-Za-z0-9._~-]+", s) and s not in (".", "..") for s in segments)):
+        return prefix
+    raise Invalid("must be a path like /laya (segments of letters, digits and ._~-, no . or ..)")
 
 
 def _store(text: str) -> str:
@@ -132,8 +160,9 @@ class HttpSettings:
     idle_unload_seconds: float = _field(
         IDLE_UNLOAD_SECONDS, Number(unit="number of seconds"), 0.0,
         "A long-running server unloads its checkpoints after this idle time (0: never)", tolerant=True)
-    root_path: str = _field(ROOT_PATH, Text("path"), "", "ASGI root path (the OpenAPI document's server URL)")
-    api_base_path: str = _field(API_BASE_PATH, Text("path"), "/",
+    root_path: str = _field(ROOT_PATH, Text("path like /laya", _path), "",
+                            "ASGI root path (the OpenAPI document's server URL)")
+    api_base_path: str = _field(API_BASE_PATH, Text("path like /prod", _path), "/",
                                 "A path prefix API Gateway leaves on requests (REST stage, custom domain)")
 
 
@@ -201,12 +230,18 @@ class DeploymentSettings:
         shown_default="multilingual if deployed, else the first deployed name")
     device: str = _field(DEVICE, Choice(DEVICES), CPU, "Where sessions must run; never a silent move to the other")
     target: str = _field(TARGET, Text(" | ".join(TARGETS), _target), DEFAULT_CPU_TARGET,
-                         "The compute target served", context="target", example="cpu-int8",
+                         "The compute target served; cpu-int8 serves the checkpoint's cpu-fp32 where no int8 "
+                         "artifact is published or its gate never ran on this CPU (`/health` says why)",
+                         context="target", example="cpu-int8",
                          shown_default="cpu-int8 (cuda-fp16 with LAYA_DEVICE=cuda)")
     cache_dir: str | None = _field(CACHE_DIR, Text("folder"), None, "Where verified artifacts are kept",
                                    shown_default="a private per-user folder")
     graph_in_memory: bool = _field(GRAPH_IN_MEMORY, Boolean(), False,
                                    "Graphs stream into memory, never into the cache (Lambda: /tmp is 512 MB)")
+    download_part_mb: int = _field(DOWNLOAD_PART_MB, Integer(1, 1024), DEFAULT_PART_MB,
+                                   "S3 downloads: MiB per ranged GET; a larger object is fetched in parts")
+    download_concurrency: int = _field(DOWNLOAD_CONCURRENCY, Integer(1, 64), DEFAULT_CONCURRENCY,
+                                       "S3 downloads: ranged GETs at once (1: one stream)")
     threads: int | None = _field(THREADS, Text("integer 0-256", _threads), None,
                                  "ONNX Runtime intra-op threads (unset or 0: sized to the CPU share)")
     spinning: bool = _field(SPINNING, Boolean(), False,
@@ -221,6 +256,10 @@ class DeploymentSettings:
         "Serve these artifacts instead of following the store's pointers (a function version's own)",
         shown_default="none: the pointers")
 
+    @property
+    def download_parts(self) -> DownloadParts:
+        return DownloadParts(self.download_part_mb, self.download_concurrency)
+
     def __post_init__(self) -> None:
         if not self.default_model:   # the deployment's own default, as `from_environ({})` resolves it
             chosen = "multilingual" if "multilingual" in self.deployed else next(iter(self.deployed))
@@ -233,7 +272,8 @@ class JobSettings:
 
     jobs_state_machine: str | None = _field(JOBS_STATE_MACHINE, Text("Step Functions ARN"), None,
                                             "Lambda: the Step Functions engine; unset: the local engine")
-    jobs_workers: int = _field(JOBS_WORKERS, Integer(0, 64), 1, "Local engine: worker processes (0: no local jobs)")
+    jobs_workers: int = _field(JOBS_WORKERS, Integer(0, 64), 1,
+                               "Local engine: worker processes (0: no local jobs; at most this machine's CPUs)")
     jobs_max_states: int = _field(JOBS_MAX_STATES, Integer(1, _MANY), 100_000, "States one job may hold",
                                   tolerant=True)
     jobs_max_input_bytes: int = _field(JOBS_MAX_INPUT_BYTES, Integer(1, _MANY), 64 * 1024 * 1024,
@@ -273,9 +313,13 @@ class Settings:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
+        refuse_undeclared(env)
         values: dict[str, Any] = {}
         for part in _parts().values():
             values.update(parse_environ(part, env, SettingsError))
+        if values["api_key"] is not None and values["api_key_secret"] is not None:
+            raise SettingsError("%s and %s are both set: name the key once (the secret's ARN on Lambda), not two "
+                                "keys of which one would silently win" % (API_KEY, API_KEY_SECRET))
         if not (env.get(TARGET) or "").strip():
             values["target"] = DEFAULT_TARGETS[values["device"]]
         if device_of_target(values["target"]) != values["device"]:
@@ -283,11 +327,30 @@ class Settings:
             raise SettingsError("%s=%s cannot serve %s=%s: that target was gated on %s; set %s=%s or a %s-* target"
                                 % (DEVICE, device, TARGET, target, device_of_target(target), DEVICE,
                                    device_of_target(target), device))
+        _check_deployment_pins(values, env)
+        _check_workers(values, env)
         chosen = values["default_model"]
         if chosen is not None and chosen not in values["deployed"]:
             raise SettingsError("invalid %s %r: must be one of the deployed names (%s: %s)"
                                 % (DEFAULT_MODEL, env.get(DEFAULT_MODEL), DEPLOYED, ", ".join(values["deployed"])))
         return cls.of(**values)
+
+
+def _check_deployment_pins(values: dict[str, Any], env: Mapping[str, str]) -> None:
+    """A pin of a checkpoint this deployment does not serve would be ignored: refused, naming what is deployed."""
+    stored = set(values["deployed"].values())
+    stray = sorted(pin for pin in values["artifact_pins"] if pin.rpartition("/")[0] not in stored)
+    if stray:
+        raise SettingsError("invalid %s: %s pins a checkpoint that is not deployed (%s: %s)"
+                            % (ARTIFACT_PINS, ", ".join(stray), DEPLOYED, ", ".join(sorted(stored))))
+
+
+def _check_workers(values: dict[str, Any], env: Mapping[str, str]) -> None:
+    """Each local jobs worker holds its own copy of every model: never more processes than this machine's CPUs."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if values["jobs_state_machine"] is None and values["jobs_workers"] > cpus:
+        raise SettingsError("invalid %s %r: this machine has %d CPUs; at most %d worker processes"
+                            % (JOBS_WORKERS, env.get(JOBS_WORKERS), cpus, cpus))
 
 
 def _parts() -> dict[str, type]:
@@ -302,6 +365,21 @@ OTHER_FUNCTIONS = (
     Field(GPU_INFERENCE_COMPONENT, Text("SageMaker inference component name"), None,
           "The /gpu proxy function: the inference component it names (-c gpu_min_instances=0)"),
 )
+
+
+def refuse_undeclared(environ: Mapping[str, str]) -> None:
+    """Refuse `LAYA_*` names the table does not declare (a typo would otherwise start with the default: no auth,
+    no signature checks), naming the nearest declared one, and upstream's names with what replaces them."""
+    given = [name for name in environ if name.startswith(PREFIX)]
+    replaced = sorted(name for name in given if name in REPLACED)
+    if replaced:
+        raise SettingsError("%s: not read here; set %s instead (docs/protocol.md)"
+                            % (", ".join(replaced), REPLACED[replaced[0]]))
+    known = [f.env for f in (*fields().values(), *OTHER_FUNCTIONS) if f.env]
+    unknown = unknown_names(given, known)
+    if unknown:
+        raise SettingsError("unknown setting %s: every %s* variable is declared in docs/configuration.md; unset it"
+                            % (", ".join(unknown), PREFIX))
 
 
 def fields() -> dict[str, Field]:

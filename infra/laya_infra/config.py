@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from laya_serverless import settings as runtime
-from laya_serverless.configuration import Boolean, Choice, Field, Integer, Invalid, Pattern, Text, declared, setting
+from laya_serverless.configuration import (
+    Boolean,
+    Choice,
+    Field,
+    Integer,
+    Invalid,
+    Number,
+    Pattern,
+    Text,
+    declared,
+    setting,
+    unknown_names,
+)
 from laya_serverless.errors import SettingsError
 
 from . import constants as c
+from . import sizing
 
 _PREFIX = re.compile(r"^(/[A-Za-z0-9._~-]+)*$")
 _ARTIFACT_PREFIX = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
+# Context the CDK CLI itself may pass (cdk.json's acknowledgements), never a setting of this app.
+_CDK_KEYS = ("acknowledged-issue-numbers",)
 _KMS_KEY_ARN = r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+"
 
 
@@ -38,8 +54,18 @@ def _read(field: Field, raw: Any) -> Any:
     try:
         return field.read(str(raw))
     except Invalid as exc:
+        example = exc.suggestion or field.example
         raise ConfigError("context %r %s, got %r (use %s)" % (field.context, exc, raw,
-                                                               _flag(str(field.context), str(field.example)))) from None
+                                                               _flag(str(field.context), str(example)))) from None
+
+
+def refuse_unknown_context(given: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse `-c` keys the app does not declare, in one line naming the nearest declared key. CDK's own keys
+    (feature flags `@aws-cdk/...`, `aws:cdk:...`, lookups `kind:account=...`) are not the user's and pass."""
+    unknown = unknown_names((k for k in given if not (k.startswith("@") or ":" in k or k in _CDK_KEYS)), known)
+    if unknown:
+        raise ConfigError("unknown context %s: every -c key is declared in docs/configuration.md"
+                          % ", ".join(unknown))
 
 
 def _prefix(text: str) -> str:
@@ -80,6 +106,13 @@ def _instance_types(text: str) -> tuple[str, ...]:
     return types
 
 
+def _expansion(text: str) -> float:
+    value = Number(0, 4, "factor")(text)
+    if value < 1:
+        raise Invalid("must be a factor from 1 to 4")
+    return value
+
+
 def _c(key: str, parse: Any, default: Any, doc: str, example: str, env: str | None = None, **more: Any) -> Any:
     return setting(Field(env, parse, default, doc, context=key, example=example, **more))
 
@@ -96,7 +129,7 @@ def _linked(name: str, parse: Any = None) -> Any:
 class DeployConfig:
     arch: str = _c("arch", Choice(c.ARCHITECTURES, True), c.DEFAULT_ARCH, "Lambda architecture", "arm64")
     memory_mb: int = _c("memory", Integer(c.MIN_MEMORY_MB, c.MAX_MEMORY_MB), c.DEFAULT_MEMORY_MB,
-                        "API function memory (MB); sized up for `graph_mb`", "3008")
+                        "API function memory (MB); at least what its checkpoints need at INIT (`graph_mb`)", "3008")
     timeout_s: int = _c("timeout", Integer(3, c.MAX_TIMEOUT_S), c.DEFAULT_TIMEOUT_S, "API function timeout (s)", "29")
     prefix: str = _c("prefix", Text("a path like /laya", _prefix), c.DEFAULT_PREFIX, "Path prefix of every route",
                      "/laya")
@@ -147,8 +180,19 @@ class DeployConfig:
                            "true")
     deploy_gate_strict: bool = _c("deploy_gate_strict", Boolean(), False,
                                   "A failing deploy gate rolls the deployment back", "true")
-    graph_mb: int | None = _c("graph_mb", Integer(1, 4096), None,
-                              "The largest deployed graph (MiB); the deploy command passes it", "626")
+    graph_mb: dict[str, float] | None = _c(
+        "graph_mb", Text("STORED=MiB,... or MiB", sizing.per_checkpoint(Number(0, c.MAX_MEMORY_MB, "MiB"), "graph")),
+        None, "Each deployed checkpoint's graph (MiB, as stored; one number: each at most that); sizes the functions' "
+        "memory, and the deploy command passes it", "laya-en=1608,laya-m=1229",
+        shown_default="unset (the demo's 101 MiB is known)")
+    expands_at_load: dict[str, float] | None = _c(
+        "expands_at_load", Text("STORED=FACTOR,... or FACTOR", sizing.per_checkpoint(_expansion, "expansion")),
+        None, "How much larger a graph is once loaded (2: stored FP16, served FP32)", "laya-en=2",
+        shown_default="1")
+    init_peak_mb: dict[str, float] | None = _c(
+        "init_peak_mb", Text("STORED=MB,... or MB", sizing.per_checkpoint(Number(0, c.MAX_MEMORY_MB, "MB"), "peak")),
+        None, "A checkpoint's INIT peak measured for its artifact; used instead of the rule from `graph_mb`",
+        "laya-en=3500", shown_default="unset: the rule")
     signing: bool = _c("signing", Boolean(), False,
                        "Artifacts must be signed: the stack's KMS key (or signing_key) is trusted (docs/artifacts.md)",
                        "true")
@@ -255,28 +299,19 @@ def _signing(values: dict[str, Any]) -> dict[str, Any]:
     return {"signing": True}
 
 
-def memory_for_graph(graph_mb: int) -> int:
-    """The function memory (MB, a multiple of 64) a graph of `graph_mb` MiB needs at INIT: the graph in memory
-    (it never touches /tmp) while onnxruntime builds its session, and the runtime around them."""
-    needed = c.INIT_GRAPH_COPIES * graph_mb + c.INIT_BASE_MB
-    return -(-needed // 64) * 64
-
-
 def _sized_for_graphs(values: dict[str, Any]) -> dict[str, Any]:
-    """`-c graph_mb` (the largest deployed graph; the deploy command passes it): the API and jobs functions'
-    memory derived from it where not given, and a given one that is too small refused at synth."""
-    graph_mb = values.get("graph_mb")
-    if graph_mb is None:
-        return {}
-    needed = memory_for_graph(graph_mb)
+    """The API and jobs functions each hold every deployed checkpoint: their memory is the sum of those checkpoints'
+    INIT peaks plus headroom (`sizing`) where not given, and a given one that is smaller is refused at synth."""
+    needed, held = sizing.needed_mb(values, ConfigError)
     sized: dict[str, Any] = {}
     for key, field_name, default in (("memory", "memory_mb", c.DEFAULT_MEMORY_MB),
                                      ("jobs_memory", "jobs_memory_mb", c.DEFAULT_JOBS_MEMORY_MB)):
         given = values.get(field_name)
         if given is not None and given < needed:
-            raise ConfigError("context %r is %d MB, but a %d MiB graph needs %d MB at INIT (the graph in memory "
-                              "while onnxruntime builds its session; docs/deploy.md): use %s"
-                              % (key, given, graph_mb, needed, _flag(key, str(needed))))
+            raise ConfigError("context %r is %d MB, but the checkpoints it holds need %d MB at INIT (%s, +%d%% "
+                              "headroom; docs/deploy.md#memory): use %s"
+                              % (key, given, needed, " + ".join(one.describe() for one in held),
+                                 round(c.INIT_HEADROOM * 100), _flag(key, str(needed))))
         sized[field_name] = given if given is not None else max(default, needed)
     return sized
 
@@ -323,15 +358,11 @@ def _managed_instances(values: dict[str, Any]) -> dict[str, Any]:
     types = values.get("instance_types") or c.DEFAULT_INSTANCE_TYPES[arch]
     _covered_types(types, arch, values.get("target", c.DEFAULT_TARGET))
     memory_mb = values.get("memory_mb", c.DEFAULT_MEMORY_MB)
-    graph_mb = values.get("graph_mb") or c.DEMO_GRAPH_MB
-    per_copy = memory_for_graph(graph_mb)
+    per_copy, _ = sizing.needed_mb(values, ConfigError)   # each process loads every deployed checkpoint
     fit = min(c.MI_MAX_CONCURRENCY, memory_mb // per_copy)
-    if fit < 1:
-        raise ConfigError("context 'memory' is %d MB, less than one copy of a %d MiB graph needs (%d MB) (use %s)"
-                          % (memory_mb, graph_mb, per_copy, _flag("memory", str(-(-per_copy // 1024) * 1024))))
     concurrency = values.get("mi_concurrency") or fit
     if concurrency > fit:
-        raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of a %d MiB graph (%d MB each at "
-                          "INIT) fit in %d MB (use %s, or a larger -c memory)"
-                          % (concurrency, fit, graph_mb, per_copy, memory_mb, _flag("mi_concurrency", str(fit))))
+        raise ConfigError("context 'mi_concurrency' is %d, but only %d copies of the deployed checkpoints (%d MB "
+                          "each at INIT) fit in %d MB (use %s, or a larger -c memory)"
+                          % (concurrency, fit, per_copy, memory_mb, _flag("mi_concurrency", str(fit))))
     return {"instance_types": tuple(types), "mi_concurrency": concurrency, "snapstart": False}

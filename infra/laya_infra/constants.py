@@ -23,9 +23,12 @@ AUTHORIZER_HANDLER = "authorizer.handler"
 ARCHITECTURES = ("x86_64", "arm64")
 DEFAULT_ARCH = "x86_64"
 DEFAULT_MEMORY_MB = 2048
-# INIT memory for a graph of G MiB: about 2 G + 400 MB. Measured in tests/cloud/test_lambda_runtime.py under a
-# memory cgroup (2026-12-02): a 626 MiB graph peaked at 1,582-1,602 MB (SnapStart warm-up included), 87 MB without.
-INIT_GRAPH_COPIES, INIT_BASE_MB = 2, 400
+# A function's memory (laya_infra.sizing, docs/deploy.md#memory): the sum of its checkpoints' INIT peaks + headroom.
+# One checkpoint's peak when none is recorded: 2.68 MB per MiB of graph (as loaded) + 100 MB, from the INIT peaks
+# measured 2026-12-06 in a memory cgroup (2-core AMD EPYC, avx2 avx512_vnni): mmBERT-base shape 3,390 MB for a
+# 1,228 MiB graph, the worst ratio seen; ModernBERT-large 3.5 GB for 1,607 MiB; the tiny checkpoint 80-87 MB.
+INIT_MB_PER_GRAPH_MB, INIT_RUNTIME_MB = 2.68, 100
+INIT_HEADROOM = 0.10                                       # over the summed peaks: run-to-run spread (OOM at +4%)
 MIN_MEMORY_MB, MAX_MEMORY_MB = 512, 10240
 DEFAULT_TIMEOUT_S = 29                                     # REST API integrations end at 29 s by default
 MAX_TIMEOUT_S = 29
@@ -50,7 +53,7 @@ DEFAULT_DURATION_ALARM_MS = 10_000
 DEFAULT_INIT_ALARM_MS = 5_000
 METRIC_NAMESPACE = "LayaServerless"
 METRIC_SERVICE = "laya-serverless"                         # the `service` dimension Powertools gives EMF metrics
-API_5XX_RATE_ALARM = 0.01                                  # share of gateway answers, per 5 minutes
+API_5XX_RATE_ALARM = 0.01                                  # share of gateway answers, per minute (rollback)
 API_4XX_RATE_ALARM = 0.25                                  # share of gateway answers, 3 periods of 5 minutes
 INIT_METRIC = "InitDurationMs"
 
@@ -60,6 +63,11 @@ ALIAS_NAME = "live"
 # rolls back on the alarms of degraded serving.
 ROLLOUTS = ("canary", "linear", "all-at-once")
 DEFAULT_ROLLOUT = "canary"
+# How long a new version takes traffic before it is all of it (canary: 10% for 5 minutes; linear: 10% a minute).
+ROLLOUT_WINDOW_MINUTES = {"canary": 5, "linear": 10, "all-at-once": 0}
+# The rollback alarms fit in the shortest window: 1-minute periods, firing on 2 bad minutes of 3, so they can fire
+# within 3 minutes of the first bad answer, and one timeout (one bad minute) never rolls a release back.
+ROLLBACK_PERIOD_MINUTES, ROLLBACK_EVALUATION_PERIODS, ROLLBACK_DATAPOINTS = 1, 3, 2
 # Artifact signing (docs/artifacts.md#signatures): the stack's KMS key, when it creates one.
 SIGNING_KEY_ALIAS = "alias/laya-serverless-artifact-signing"
 # Async invocations (an S3 or EventBridge event pointed at a function by mistake): no retry, short age,
@@ -147,7 +155,8 @@ ARM_INT8_CLASSES = ("arm64-i8mm", "arm64-dotprod")
 # proven under emulation; the recipe computes the same integers on every x86 class. No Arm class is gated here.
 GATE_COVERED_INT8_CLASSES = ("amx-int8", "avx512-vnni", "avx2")
 DEFAULT_INSTANCE_TYPES = {"x86_64": ("c7i.xlarge", "m7i.xlarge"), "arm64": ("c7g.xlarge", "m7g.xlarge")}
-DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): a copy without graph_mb
+DEMO_CHECKPOINT = "demo"
+DEMO_GRAPH_MB = 101                   # the demo's cpu-fp32 graph (100.7 MiB, 2026-12-04): its size without graph_mb
 MI_MEMORY_GIB_PER_VCPU = 2.0          # the execution environment's memory per vCPU (Lambda's default and minimum)
 MI_MAX_CONCURRENCY = 64               # processes per execution environment we allow (Python: one per request)
 MI_MAX_VCPUS = 32                     # the capacity provider's ceiling; Lambda's own default is 400

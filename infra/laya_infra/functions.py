@@ -3,7 +3,7 @@ gateway's bearer authorizer."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Annotations, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -31,7 +31,7 @@ def package_runtime(arch: str) -> lambda_.Runtime:
 
 def _log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
     return logs.LogGroup(scope, construct_id, retention=logs.RetentionDays[c.LOG_RETENTION],
-                         removal_policy=RemovalPolicy.DESTROY)
+                         removal_policy=RemovalPolicy.RETAIN)   # as every log group (retention.py)
 
 
 def _role(scope: Construct, construct_id: str, log_group: logs.LogGroup) -> iam.Role:
@@ -100,6 +100,9 @@ class ApiFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             snap_start=snap_start(config),
         )
+        if config.snapstart:   # the warning's condition holds by construction: the gateway invokes a published version
+            Annotations.of(self.function).acknowledge_warning(
+                "@aws-cdk/aws-lambda:snapStartRequirePublish", "the live alias is a published version (live_alias)")
         self.alias = live_alias(self, self.function, config)
         if dead_letters is not None:
             dead_letters.configure(self.function)

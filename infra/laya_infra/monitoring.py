@@ -1,7 +1,9 @@
 """Alarms on the API: the function's errors, throttles, slow answers and slow cold starts (INIT time); degraded
 serving (503 not ready, refused artifacts, int8 served on its FP32 fallback) from the runtime's EMF metrics; and
 the gateway's 5XX and 4XX rates. Every alarm notifies one SNS topic (docs/operations.md#alarms has a runbook line
-per alarm); `rollback_alarms` are the ones a canary rolls back on (`rollout.Rollout`)."""
+per alarm); `rollback_alarms` are the ones a canary rolls back on (`rollout.Rollout`): 1-minute periods, so that
+they can fire inside the rollout window, and 2 bad minutes of 3 for counts that one request can move (errors,
+503s, the 5XX rate); a refusal at load fires on one. The 4XX rate is the callers' and never rolls back."""
 
 from __future__ import annotations
 
@@ -23,11 +25,14 @@ from . import constants as c
 from .config import DeployConfig
 
 _PERIOD = Duration.minutes(5)
+_ROLLBACK_PERIOD = Duration.minutes(c.ROLLBACK_PERIOD_MINUTES)
+# One bad minute is noise (a timeout, a client's burst): a rollback alarm on a count needs 2 of 3.
+_OF, _BAD = c.ROLLBACK_EVALUATION_PERIODS, c.ROLLBACK_DATAPOINTS
 
 
-def runtime_metric(name: str) -> cloudwatch.Metric:
+def runtime_metric(name: str, period: Duration = _PERIOD) -> cloudwatch.Metric:
     """A count the runtime emits (EMF, `observe.metric`), as Powertools dimensions it: by service."""
-    return cloudwatch.Metric(namespace=c.METRIC_NAMESPACE, metric_name=name, statistic="Sum", period=_PERIOD,
+    return cloudwatch.Metric(namespace=c.METRIC_NAMESPACE, metric_name=name, statistic="Sum", period=period,
                              dimensions_map={"service": c.METRIC_SERVICE})
 
 
@@ -52,9 +57,10 @@ class Alarms(Construct):
         init = cloudwatch.Metric(namespace=c.METRIC_NAMESPACE, metric_name=c.INIT_METRIC,
                                  statistic="Maximum", period=_PERIOD)
         self.alarms = [
-            function.metric_errors(period=_PERIOD).create_alarm(
-                self, "Errors", threshold=1, evaluation_periods=1,
-                alarm_description="The API function raised (unhandled errors, timeouts, INIT failures)",
+            function.metric_errors(period=_ROLLBACK_PERIOD).create_alarm(
+                self, "Errors", threshold=1, evaluation_periods=_OF, datapoints_to_alarm=_BAD,
+                alarm_description="The API function raised (unhandled errors, timeouts, INIT failures) in 2 of 3 "
+                                  "minutes",
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
             function.metric_throttles(period=_PERIOD).create_alarm(
                 self, "Throttles", threshold=1, evaluation_periods=1,
@@ -70,14 +76,21 @@ class Alarms(Construct):
                 % config.init_alarm_ms,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
         ]
-        self.rollback_alarms = [self.alarms[0], *self._degraded_serving(), *self._gateway(api)]
-        # A restore on another CPU class is the platform's doing, not the new version's: notified, not rolled back.
-        switches = runtime_metric(observe.CLASS_SWITCHES).create_alarm(
-            self, "ClassSwitches", threshold=1, evaluation_periods=1,
-            alarm_description="A restored snapshot landed on another int8 CPU class and chose its artifacts again",
+        gateway = self._gateway(api)
+        self.rollback_alarms = [self.alarms[0], *self._degraded_serving(), *gateway[:1]]
+        # Notified, never rolled back: a restore on another CPU class is the platform's doing, an FP32 fallback
+        # serves exact answers (rolling back would not make int8 proven on this CPU), and the 4XX rate is the callers'.
+        notified = [runtime_metric(name).create_alarm(
+            self, alarm_id, threshold=1, evaluation_periods=1, alarm_description=description,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-        self.alarms += [*self.rollback_alarms[1:], switches]
+            for alarm_id, name, description in (
+                ("ClassSwitches", observe.CLASS_SWITCHES,
+                 "A restored snapshot landed on another int8 CPU class and chose its artifacts again"),
+                ("TargetFallbacks", observe.TARGET_FALLBACKS,
+                 "A checkpoint serves its cpu-fp32 artifact: int8 is missing or unproven on this CPU's int8 "
+                 "kernel class"))]
+        self.alarms += [*self.rollback_alarms[1:], *gateway[1:], *notified]
         self.topic = sns.Topic(self, "Topic", enforce_ssl=True, display_name="laya-serverless alarms")
         if config.alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
@@ -88,26 +101,30 @@ class Alarms(Construct):
 
     def _degraded_serving(self) -> list[cloudwatch.Alarm]:
         """What a Lambda error never shows: the function answering 503, or serving less than it was deployed with."""
-        return [runtime_metric(name).create_alarm(
-            self, alarm_id, threshold=1, evaluation_periods=1, alarm_description=description,
+        return [runtime_metric(name, _ROLLBACK_PERIOD).create_alarm(
+            self, alarm_id, threshold=1, evaluation_periods=_OF if counts else 1,
+            datapoints_to_alarm=_BAD if counts else 1,
+            alarm_description=description,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
-            for alarm_id, name, description in (
-                ("NotReady", observe.NOT_READY,
-                 "Requests answered 503 not ready: the instance's artifacts were refused or missing at INIT"),
-                ("RefusedArtifacts", observe.REFUSED_ARTIFACTS,
-                 "An artifact was refused at load (missing, failed verification or signature, unproven int8)"),
-                ("TargetFallbacks", observe.TARGET_FALLBACKS,
-                 "A checkpoint serves its cpu-fp32 artifact: int8 is unproven on this CPU's int8 kernel class"))]
+            for alarm_id, name, counts, description in (
+                ("NotReady", observe.NOT_READY, True,
+                 "Requests answered 503 not ready in 2 of 3 minutes: the instance's artifacts were refused or "
+                 "missing at INIT"),
+                # emitted once per INIT, and a refusal at load is a verdict, not noise: one is enough
+                ("RefusedArtifacts", observe.REFUSED_ARTIFACTS, False,
+                 "An artifact was refused at load (missing, failed verification, signature or binding)"))]
 
     def _gateway(self, api: apigw.RestApi | None) -> list[cloudwatch.Alarm]:
         """The share of gateway answers that are 5XX (the service failed) and 4XX (callers refused en masse)."""
         if api is None:
             return []
         return [
-            api.metric_server_error(period=_PERIOD, statistic="Average").create_alarm(
-                self, "Gateway5xxRate", threshold=c.API_5XX_RATE_ALARM, evaluation_periods=1,
-                alarm_description="More than %g%% of API answers were 5XX" % (100 * c.API_5XX_RATE_ALARM),
+            api.metric_server_error(period=_ROLLBACK_PERIOD, statistic="Average").create_alarm(
+                self, "Gateway5xxRate", threshold=c.API_5XX_RATE_ALARM, evaluation_periods=_OF,
+                datapoints_to_alarm=_BAD,
+                alarm_description="More than %g%% of API answers were 5XX in 2 of 3 minutes"
+                % (100 * c.API_5XX_RATE_ALARM),
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING),
             api.metric_client_error(period=_PERIOD, statistic="Average").create_alarm(
                 self, "Gateway4xxRate", threshold=c.API_4XX_RATE_ALARM, evaluation_periods=3,

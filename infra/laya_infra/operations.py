@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sqs as sqs
@@ -27,6 +28,13 @@ class DeadLetters(Construct):
         self.queue = sqs.Queue(self, "Queue", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
                                retention_period=Duration.days(c.DLQ_RETENTION_DAYS))
         acknowledge(self.queue, DLQ_ITSELF)
+        # A failure record here is an event some function could not take: someone should read it.
+        self.alarm = self.queue.metric_approximate_number_of_messages_visible(
+            period=Duration.minutes(5), statistic="Maximum").create_alarm(
+            self, "Alarm", threshold=1, evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            alarm_description="An async invocation failed and its record is in the async-failure queue",
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING)
 
     def configure(self, function: lambda_.IFunction) -> None:
         """Async invokes of `function` (or an alias): no retry, at most an hour old, failures to the queue."""

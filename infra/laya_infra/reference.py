@@ -19,6 +19,7 @@ Generated from the declarations in `functions/laya_serverless/settings.py` (the 
 `infra/laya_infra/config.py` (the CDK app) by `PYTHONPATH=infra python -m laya_infra.reference`; a test keeps it whole.
 A value that breaks its rule is refused at start in one line naming the variable or flag, except where the
 table says *tolerated*: there upstream `laya-serve` reads the same variable and a bad value means the default.
+A `LAYA_*` variable or a `-c` key that is not in these tables is refused too, naming the nearest declared one.
 Booleans take `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off` (any case); a blank value means the default.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aspects, CfnOutput, Stack
 from constructs import Construct
 
 from . import constants as c
@@ -20,6 +20,7 @@ from .jobs import JobsEngine
 from .managed_instances import ManagedInstances
 from .monitoring import Alarms
 from .operations import DeadLetters
+from .retention import DeletionPolicies
 from .rollout import Rollout, SigningKey
 from .storage import ApiKeySecret, ArtifactBucket
 
@@ -28,6 +29,7 @@ class LayaServerlessStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, config: DeployConfig, gpu: GpuConfig | None = None,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        Aspects.of(self).add(DeletionPolicies())   # one deletion policy per kind of data
         artifacts = ArtifactBucket(self, "Artifacts", config)
         secret = ApiKeySecret(self, "ApiKey", config) if config.auth else None
         dead_letters = DeadLetters(self, "AsyncFailures")
@@ -37,8 +39,8 @@ class LayaServerlessStack(Stack):
         # The gateway invokes the live alias: a published version, snapshotted (SnapStart) or provisioned.
         api = DecisionApi(self, "Gateway", config, function.alias, secret, dead_letters)
         jobs = JobsEngine(self, "Jobs", config, artifacts, function.layer) if config.jobs else None
-        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, [jobs.alarm] if jobs else [],
-                        api.api)
+        others = [dead_letters.alarm, *([jobs.alarm] if jobs else [])]
+        alarms = Alarms(self, "Alarms", config, function.function, function.log_group, others, api.api)
         # A new version (new code, configuration or pinned artifacts) takes traffic gradually, rolled back on alarm.
         Rollout(self, "Rollout", config, function.alias, alarms.rollback_alarms)
         signing = SigningKey(self, "Signing", config) if config.signing else None

@@ -16,6 +16,8 @@ from .suppressions import API_KEY_ROTATION, ARTIFACT_OBJECTS, acknowledge, prefi
 
 # Where gate records live (`artifact/platform.py`: gates/<artifact id>/<int8 kernels>.json).
 GATES = "gates/"
+# Where signed release records live (`artifact/releases.py`: releases/<checkpoint>/<target>/<serial>/<key id>.json).
+RELEASES = "releases/"
 
 
 class ArtifactBucket(Construct):
@@ -63,6 +65,8 @@ class ArtifactBucket(Construct):
         findings = [self.artifact_objects_finding()]
         if reads_gate_records(target or self.config.target):
             findings.append(self.prefix_finding(GATES, "gate records are named by artifact id and CPU or GPU class"))
+        if self.config.signing:
+            findings.append(self.prefix_finding(RELEASES, "release records are numbered as they are published"))
         return findings
 
     def prefix_finding(self, key_prefix: str, reason: str) -> tuple[str, str]:
@@ -98,6 +102,10 @@ class ArtifactBucket(Construct):
             statements += [iam.PolicyStatement(actions=["s3:GetObject"],
                                                resources=[self.bucket.arn_for_objects("%s/%s*" % (prefix, GATES))]),
                            self.list_statement(GATES)]
+        if self.config.signing:  # a pointer's artifact must be the latest signed release (artifact/releases.py)
+            statements += [iam.PolicyStatement(actions=["s3:GetObject"],
+                                               resources=[self.bucket.arn_for_objects("%s/%s*" % (prefix, RELEASES))]),
+                           self.list_statement(RELEASES)]
         return statements
 
     def list_statement(self, key_prefix: str) -> iam.PolicyStatement:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from laya_serverless.errors import DemoError
+from laya_artifacts.errors import DemoError
 
 from .examples import Example, one_hot
 

@@ -88,14 +88,16 @@ def dynamic_int8(tiny_modernbert: tuple[Path, Path], tmp_path_factory: pytest.Te
     here, on an x86 class, on the shortest wide choice cases (one per split, as
     tests/functional/laya_artifacts/test_int8_classes.py)."""
     from laya_artifacts.build import build_artifact
+    from laya_artifacts.spec import BuildSeams, BuildSpec
 
     root = tmp_path_factory.mktemp("arm64-int8")
     short = golden_slice("tiny-modernbert", keep_case=lambda _i, row: max(row.get("n_tokens") or [0]) <= 200,
                          keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
     goldens = json.loads(write_goldens(short, root / "g").read_text())
-    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", root / "a", goldens_path=root / "g" / "goldens.json",
-                                 min_speedup=0, candidates=["layer-mix"],
-                                 timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}), emulate_classes=False)
+    out, report = build_artifact(tiny_modernbert[0],
+                                 BuildSpec.of("cpu-int8", goldens=root / "g" / "goldens.json", min_speedup=0,
+                                              candidates=["layer-mix"], emulate_classes=False), root / "a",
+                                 seams=BuildSeams(timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0})))
     assert report.passed, report.failures
     return out, goldens
 

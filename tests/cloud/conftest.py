@@ -180,10 +180,11 @@ def _shortest_case_of_each_split() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(checkpoint, goldens) of a random checkpoint shaped like ModernBERT-base (a real Laya checkpoint's size:
-    a 626 MiB FP32 graph), its corpus the built-in one's shortest case of each split only (longer cases cost seconds
-    a forward pass at this shape, docs/testing.md): what the artifacts built from it prove is size, not fidelity
-    (the tiny and MiniLM checkpoints carry the full gate)."""
+    """(checkpoint, goldens) of a random checkpoint shaped like ModernBERT-base (~150M parameters, a 626 MiB FP32
+    graph: larger than /tmp, yet smaller than the published checkpoints, ModernBERT-large at 421.3M and mmBERT-base
+    at 322M, whose FP32 graphs are 1,607 and 1,228 MiB; docs/deploy.md#memory), its corpus the built-in one's
+    shortest case of each split only (longer cases cost seconds a forward pass at this shape, docs/testing.md): what
+    the artifacts built from it prove is size, not fidelity (the tiny and MiniLM checkpoints carry the full gate)."""
     from laya_artifacts.checkpoints.make import make_checkpoint
     from laya_artifacts.goldens.record import record_goldens
 
@@ -198,9 +199,11 @@ def modernbert_base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Pat
 def modernbert_base_fp32(modernbert_base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Its cpu-fp32 artifact (~100 s with the checkpoint, once per test session)."""
     from laya_artifacts.build import build_artifact
+    from laya_artifacts.spec import BuildSpec
 
-    out, _ = build_artifact(modernbert_base[0], "cpu-fp32", tmp_path_factory.mktemp("mb-fp32") / "artifact",
-                            name="modernbert-base", goldens_path=modernbert_base[1])
+    out, _ = build_artifact(modernbert_base[0],
+                            BuildSpec.of("cpu-fp32", name="modernbert-base", goldens=modernbert_base[1]),
+                            tmp_path_factory.mktemp("mb-fp32") / "artifact")
     return out
 
 

@@ -29,7 +29,7 @@ from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.platform import gate_record, gate_record_key
 from laya_serverless.artifact.store import open_store
 from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
-from laya_serverless.core.session import OnnxDecisionSession, ProviderSpec
+from laya_serverless.core.session import Loading, OnnxDecisionSession, ProviderSpec
 from laya_serverless.http.service import build_service
 from laya_serverless.local_edge.jobs_engine import local_jobs
 from laya_serverless.settings import Settings
@@ -66,8 +66,8 @@ class _OnCudaInName(OnnxDecisionSession):
 
 def _gpu_placement() -> Placement:
     def open_on_cpu(graph: Path, _providers: Sequence[ProviderSpec], threads: int | None,
-                    offline: bool) -> _OnCudaInName:
-        return _OnCudaInName(graph, threads=threads, optimized_offline=offline)
+                    loading: Loading) -> _OnCudaInName:
+        return _OnCudaInName(graph, threads=threads, level=loading.level)
 
     return Placement(available=lambda: [CUDA_PROVIDER, CPU_PROVIDER], open=open_on_cpu)
 

@@ -91,7 +91,7 @@ def test_direct_async_submissions_retry_then_land_in_the_dead_letter_queue(stack
     [queue] = [q for q in resources(stack, "AWS::SQS::Queue") if q.startswith("Jobs")]
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue, "Arn"]}
     [alarm] = [a["Properties"] for a in resources(stack, "AWS::CloudWatch::Alarm").values()
-               if a["Properties"].get("Namespace") == "AWS/SQS"]
+               if a["Properties"].get("Namespace") == "AWS/SQS" and queue in json.dumps(a["Properties"]["Dimensions"])]
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible" and alarm["Threshold"] == 1
     assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": [queue, "QueueName"]}
     policies = [s for p in resources(stack, "AWS::SQS::QueuePolicy").values()

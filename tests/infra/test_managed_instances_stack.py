@@ -43,9 +43,9 @@ def test_the_api_function_runs_on_a_provider_pinned_to_covered_families(synth):
     assert len(provider["VpcConfig"]["SubnetIds"]) >= 2          # private subnets in more than one zone
     function = _api_function(raw)
     config = function["CapacityProviderConfig"]["LambdaManagedInstancesCapacityProviderConfig"]
-    # 2048 MB, a copy of the demo's graph needs 2 x 101 + 400 -> 640 MB at INIT: three processes fit
-    assert (config["PerExecutionEnvironmentMaxConcurrency"], config["ExecutionEnvironmentMemoryGiBPerVCpu"]) == (3, 2)
-    assert function["Environment"]["Variables"]["LAYA_THREADS"] == "1"   # one vCPU shared by three processes
+    # 2048 MB, a copy of the demo needs (2.68 x 101 + 100) x 1.1 -> 448 MB at INIT: four processes fit
+    assert (config["PerExecutionEnvironmentMaxConcurrency"], config["ExecutionEnvironmentMemoryGiBPerVCpu"]) == (4, 2)
+    assert function["Environment"]["Variables"]["LAYA_THREADS"] == "1"   # one vCPU shared by four processes
     assert "SnapStart" not in function                                   # managed instances run no SnapStart
     template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL"})
     template.has_resource_properties("AWS::EC2::VPCEndpoint", {"ServiceName": Match.any_value(),
@@ -87,9 +87,9 @@ def test_cdk_nag_and_cfn_lint_pass_on_the_managed_instances_stack(synth):
      "c7g.xlarge runs int8 on the arm64-i8mm class, which the gate does not cover"),
     ({**MANAGED, "snapstart": "true"}, "run neither SnapStart nor provisioned concurrency (use -c snapstart=false"),
     ({**MANAGED, "snapstart": "false", "provisioned_concurrency": "2"}, "neither SnapStart nor provisioned"),
-    ({**MANAGED, "mi_concurrency": "4"}, "only 3 copies of a 101 MiB graph (640 MB each at INIT) fit in 2048 MB "
-                                         "(use -c mi_concurrency=3"),
-    ({**MANAGED, "graph_mb": "626", "memory": "1664", "mi_concurrency": "2"}, "-c mi_concurrency=1"),
+    ({**MANAGED, "mi_concurrency": "5"}, "only 4 copies of the deployed checkpoints (448 MB each at INIT) fit in "
+                                         "2048 MB (use -c mi_concurrency=4"),
+    ({**MANAGED, "graph_mb": "626", "memory": "2048", "mi_concurrency": "2"}, "-c mi_concurrency=1"),
 ])
 def test_bad_managed_instances_context_fails_naming_the_flag(context, message, asset_dir):
     from laya_infra.config import ConfigError, DeployConfig

@@ -150,7 +150,7 @@ def test_arm64_memory_timeout_and_reserved_concurrency_come_from_context(synth):
 
 
 def test_environment_uses_the_runtime_settings_names(synth):
-    _, raw, _ = synth(prefix="/laya", deployed="english=demo,legal=legal-v2", jev_strict="true")
+    _, raw, _ = synth(prefix="/laya", deployed="english=demo,legal=legal-v2", jev_strict="true", graph_mb="101")
     variables = api_function(raw)["Environment"]["Variables"]
     store = variables[env.STORE]["Fn::Join"][1]
     assert store[0] == "s3://" and "Ref" in store[1] and store[2] == "/laya-artifacts"
@@ -171,7 +171,7 @@ def test_environment_uses_the_runtime_settings_names(synth):
 # ---------------------------------------------------------------------------------- IAM
 
 def test_api_role_is_least_privilege(synth):
-    _, raw, _ = synth(deployed="english=demo,legal=legal-v2")
+    _, raw, _ = synth(deployed="english=demo,legal=legal-v2", graph_mb="101")
     role_id = api_function(raw)["Role"]["Fn::GetAtt"][0]
     role = raw["Resources"][role_id]["Properties"]
     assert "ManagedPolicyArns" not in role   # no AWSLambdaBasicExecutionRole: logs go to its own group
@@ -318,9 +318,17 @@ def test_outputs_name_the_url_bucket_store_and_secret(synth):
     ({"auth": "maybe"}, "-c auth=true"),
     ({"artifact_bucket": "Bad_Bucket"}, "-c artifact_bucket="),
     ({"deployed": "=demo"}, "-c deployed=english=demo"),
-    ({"graph_mb": "626", "memory": "1024"}, "a 626 MiB graph needs 1664 MB at INIT (the graph in memory"),
-    ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1664"),
-    ({"graph_mb": "big"}, "-c graph_mb=626"),
+    ({"graph_mb": "626", "memory": "1024"}, "context 'memory' is 1024 MB, but the checkpoints it holds need 1984 MB "
+                                            "at INIT (english 1,778 MB (626 MiB graph), +10% headroom"),
+    ({"graph_mb": "626", "jobs_memory": "1536"}, "use -c jobs_memory=1984"),
+    ({"graph_mb": "big"}, "-c graph_mb=laya-en=1608,laya-m=1229"),
+    ({"graph_mb": "demo=0"}, "entry 'demo=0': graph must be a MiB above 0"),
+    ({"expands_at_load": "demo=0.5"}, "a factor from 1 to 4, got 'demo=0.5' (use -c expands_at_load=laya-en=2)"),
+    ({"init_peak_mb": "demo=lots"}, "(use -c init_peak_mb=laya-en=3500)"),
+    ({"deployed": "english=laya-en"}, "context 'deployed' serves english=laya-en, whose graph size is unknown, so "
+                                      "synth cannot size the functions' memory (use -c graph_mb=laya-en=<MiB"),
+    ({"deployed": "english=demo,legal=legal-v2", "graph_mb": "demo=101"}, "serves legal=legal-v2, whose graph size"),
+    ({"memory": "11000"}, "must be an integer 512-10240"),
     ({"jobs_retention_days": "0"}, "'jobs_retention_days' must be an integer 1-3650, got '0' "
                                    "(use -c jobs_retention_days=30)"),
     ({"jobs_retention_days": "a month"}, "-c jobs_retention_days=30"),
@@ -334,10 +342,10 @@ def test_bad_context_fails_early_naming_the_flag(context, message, asset_dir):
 
 
 def test_the_functions_memory_is_sized_for_the_deployed_graphs(synth):
-    """`-c graph_mb` (the deploy command passes the largest graph): the default memory grows to what INIT needs."""
-    assert api_function(synth(graph_mb="626")[1])["MemorySize"] == 2048  # a ModernBERT-base FP32 graph fits
+    """`-c graph_mb` (the deploy command passes each graph): the default memory grows to what INIT needs."""
+    assert api_function(synth(graph_mb="626")[1])["MemorySize"] == 2048  # a ModernBERT-base FP32 graph: 1,984 MB
     raw = synth(graph_mb="900")[1]
-    assert api_function(raw)["MemorySize"] == 2240
+    assert api_function(raw)["MemorySize"] == 2816                      # (2.68 x 900 + 100) x 1.1, up to 64
     assert api_function(synth(graph_mb="900", memory="3008")[1])["MemorySize"] == 3008
 
 

@@ -45,7 +45,7 @@ def placement(offered: Sequence[str], *sessions: FakeSession) -> tuple[Placement
     queue = list(sessions)
 
     def open_fake(_graph: Path, providers: Sequence[ProviderSpec], _threads: int | None,
-                  _offline: bool) -> FakeSession:
+                  _loading: object) -> FakeSession:
         opened.append(list(providers))
         return queue.pop(0)
 

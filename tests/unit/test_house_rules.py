@@ -108,18 +108,20 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("settings", ("laya_serverless.settings",)),
     ("core", ("laya_serverless.core",)),
     ("artifact", ("laya_serverless.artifact",)),
-    ("base", ("laya_serverless.errors", "laya_serverless.observe", "laya_serverless.configuration")),
+    ("base", ("laya_serverless.errors", "laya_serverless.observe", "laya_serverless.configuration",
+              "laya_serverless.command")),
 ]
 
 
-def _floor(name: str) -> tuple[int, str]:
-    """(depth, the longest prefix naming `name`'s floor); depth 0 is the top."""
+def _floor(name: str, floors: list[tuple[str, tuple[str, ...]]] | None = None) -> tuple[int, str]:
+    """(depth, the longest prefix naming `name`'s floor) among `floors` (the runtime's by default); 0 is the top."""
+    floors = FLOORS if floors is None else floors
     best: tuple[int, str] | None = None
-    for depth, (_floor_name, prefixes) in enumerate(FLOORS):
+    for depth, (_floor_name, prefixes) in enumerate(floors):
         for prefix in prefixes:
             if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
                 best = (depth, prefix)
-    assert best is not None, "%s is on no floor; add it to FLOORS" % name
+    assert best is not None, "%s is on no floor; add it to its wing's floors" % name
     return best
 
 
@@ -153,9 +155,10 @@ def test_the_floors_rule_sees_an_upward_arrow() -> None:
 # subpackages that share a floor never import each other.
 BUILD_FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("commands", ("laya_artifacts.cli", "laya_artifacts.quickstart", "laya_artifacts.bench",
-                  "laya_artifacts.deploy.command", "laya_artifacts.deploy.store_commands",
-                  "laya_artifacts.tune.command")),
-    ("build", ("laya_artifacts.build", "laya_artifacts.spec")),
+                  "laya_artifacts.deploy.command", "laya_artifacts.deploy.commands",
+                  "laya_artifacts.tune.commands")),
+    ("build", ("laya_artifacts.build",)),
+    ("spec", ("laya_artifacts.spec",)),
     ("qat", ("laya_artifacts.qat",)),
     ("stages", ("laya_artifacts.search", "laya_artifacts.deploy", "laya_artifacts.tune")),
     ("package", ("laya_artifacts.package",)),
@@ -167,14 +170,7 @@ MAX_BUILD_ROOT_MODULES = 10
 
 
 def _build_floor(name: str) -> tuple[int, str]:
-    """(depth, the longest prefix naming `name`'s floor) in the build wing; depth 0 is the top."""
-    best: tuple[int, str] | None = None
-    for depth, (_floor_name, prefixes) in enumerate(BUILD_FLOORS):
-        for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
-                best = (depth, prefix)
-    assert best is not None, "%s is on no floor of the build wing; add it to BUILD_FLOORS" % name
-    return best
+    return _floor(name, BUILD_FLOORS)
 
 
 def _build_edges() -> list[tuple[str, str]]:

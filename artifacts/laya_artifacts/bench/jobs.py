@@ -74,11 +74,12 @@ def tiny_store(root: Path) -> Path:
     from laya_artifacts.build import build_artifact
     from laya_artifacts.checkpoints.make import make_checkpoint
     from laya_artifacts.deploy.publish import publish
+    from laya_artifacts.spec import BuildSpec
     from laya_serverless.artifact.store import LocalStore
 
     checkpoint = make_checkpoint("tiny-modernbert", root / "checkpoint")
-    artifact, _report = build_artifact(checkpoint, "cpu-fp32", root / "artifact", name="tiny-modernbert",
-                              goldens_path=ROOT / "goldens" / "tiny-modernbert" / "goldens.json")
+    spec = BuildSpec("cpu-fp32", name="tiny-modernbert", goldens=ROOT / "goldens" / "tiny-modernbert" / "goldens.json")
+    artifact, _report = build_artifact(checkpoint, spec, root / "artifact")
     publish(artifact, LocalStore(root / "store"))
     return root / "store"
 

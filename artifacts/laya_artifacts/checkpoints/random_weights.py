@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from laya_artifacts.errors import CheckpointError
+
 # ModernBERT's `initializer_cutoff_factor` default: normals truncated at 2 sigma.
 _CUTOFF = 2.0
 # Encoder tensors ModernBERT draws with sigma / sqrt(2 * layers) (its "out" projections).
@@ -51,7 +53,7 @@ def _encoder_law(name: str, config: Any) -> Law:
         return _truncated_normal(sigma / math.sqrt(2.0 * config.num_hidden_layers))
     if name.endswith(_ENCODER_IN):
         return _truncated_normal(sigma)
-    raise ValueError("no init law for encoder parameter %r" % name)
+    raise CheckpointError("no init law for encoder parameter %r" % name)
 
 
 def _head_law(name: str, shapes: dict[str, tuple[int, ...]]) -> Law:
@@ -68,7 +70,7 @@ def _head_law(name: str, shapes: dict[str, tuple[int, ...]]) -> Law:
         weight = shapes.get(name[: -len("bias")] + "weight")
         if weight is not None and len(weight) == 2:
             return _uniform(1.0 / math.sqrt(weight[1]))
-    raise ValueError("no init law for head parameter %r %s" % (name, shape))
+    raise CheckpointError("no init law for head parameter %r %s" % (name, shape))
 
 
 def generator(seed: int, name: str) -> np.random.Generator:

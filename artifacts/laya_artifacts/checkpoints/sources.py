@@ -7,8 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from laya_artifacts.checkpoints.demo import DEMO_NAME, demo_checkpoint
+from laya_artifacts.errors import CheckpointError, CheckpointNotFound
+from laya_serverless.artifact.manifest import sha256_file
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def weights_sha256(checkpoint_dir: Path) -> str:
+    """The checkpoint's identity everywhere a build records one: the sha256 of its weights file."""
+    return sha256_file(Path(checkpoint_dir) / "model.safetensors")
 
 
 def resolve_checkpoint(reference: str, revision: str | None,
@@ -20,13 +27,14 @@ def resolve_checkpoint(reference: str, revision: str | None,
     local = Path(reference)
     if local.is_dir():
         if not (local / "rl_agent_config.json").is_file():
-            raise FileNotFoundError("%s is not a Laya checkpoint directory (no rl_agent_config.json)" % local)
+            raise CheckpointNotFound("%s is not a Laya checkpoint directory (no rl_agent_config.json)" % local)
         if revision is not None:
             raise ValueError("--revision %s names a Hugging Face revision; %s is a local directory, which has none"
                              % (revision, local))
-        return local, local.resolve().name, None
+        # absolute from here on: a relative `owner/name` path must never reach a loader that would take it for a hub id
+        return local.resolve(), local.resolve().name, None
     if reference.startswith((".", "/", "~")) or reference.count("/") > 2:
-        raise FileNotFoundError("local checkpoint %s does not exist" % reference)
+        raise CheckpointNotFound("local checkpoint %s does not exist" % reference)
     from huggingface_hub import snapshot_download
 
     parts = reference.split("/")
@@ -37,12 +45,12 @@ def resolve_checkpoint(reference: str, revision: str | None,
     path = Path(snapshot_download(repo, revision=revision, allow_patterns=patterns))
     commit = path.name  # the hub cache keeps every revision under snapshots/<commit>
     if not COMMIT.match(commit):
-        raise ValueError("the hub returned %s for %s, not a snapshot named by its commit" % (path, reference))
+        raise CheckpointError("the hub returned %s for %s, not a snapshot named by its commit" % (path, reference))
     if revision != commit:
         progress("%s resolved to commit %s" % (revision or "main", commit))
     checkpoint = path / subfolder if subfolder else path
     if not (checkpoint / "rl_agent_config.json").is_file():
-        raise FileNotFoundError("%s at %s is not a Laya checkpoint (no rl_agent_config.json)" % (reference, commit))
+        raise CheckpointNotFound("%s at %s is not a Laya checkpoint (no rl_agent_config.json)" % (reference, commit))
     return checkpoint, reference, commit
 
 
@@ -56,4 +64,4 @@ def resolve_source(reference: str, revision: str | None, cache: Path,
     return resolve_checkpoint(reference, revision, progress)
 
 
-__all__ = ["resolve_checkpoint", "resolve_source"]
+__all__ = ["resolve_checkpoint", "resolve_source", "weights_sha256"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from laya_serverless.errors import DeployFailed
+from laya_artifacts.errors import DeployFailed
 
 BUCKET_PREFIX = "laya-serverless"
 _ALL_BLOCKED = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,

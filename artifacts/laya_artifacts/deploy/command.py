@@ -25,7 +25,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,11 +39,12 @@ from laya_artifacts.deploy.bucket import (
     ensure_bucket,
     ensure_lifecycle,
 )
+from laya_artifacts.deploy.preflight import aws_region, check_credentials
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
+from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless.artifact.layout import GRAPH_FILE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
-from laya_serverless.errors import DeployFailed, GateFailed
 from laya_serverless.settings import DEPLOYED, Settings
 
 STEPS = ("build", "storage", "publish", "deploy", "deploy gate", "smoke test")
@@ -123,14 +124,16 @@ def pipeline_builder(cache: Path, progress: Progress) -> Builder:
     def build(checkpoint: Path, name: str, revision: str | None, target: str) -> Path:
         from laya_artifacts.build import build_artifact
         from laya_artifacts.goldens.record import recorded_goldens, weights_sha256
+        from laya_artifacts.spec import BuildSeams, BuildSpec
 
         inside = Path(checkpoint).resolve().is_relative_to(Path(cache).resolve())
         corpus = (Path(checkpoint).parent / (Path(checkpoint).name + "-goldens") if inside else
                   Path(cache) / "goldens" / ("%s-%s" % (_safe(name), weights_sha256(Path(checkpoint))[:12])))
         goldens = recorded_goldens(checkpoint, name, corpus, revision, progress)
         out = Path(cache) / "artifacts" / ("%s-%s-%d" % (_safe(name), target, time.time()))
-        build_artifact(checkpoint, target, out, name=name, revision=revision, goldens_path=goldens, progress=progress,
-                       search_records=Path(cache) / "search-records", emulate_classes=True)
+        spec = BuildSpec(target, name=name, revision=revision, goldens=goldens,
+                         search_records=Path(cache) / "search-records", emulate_classes=True)
+        build_artifact(checkpoint, spec, out, seams=BuildSeams(progress=progress))
         return out
 
     return build
@@ -196,13 +199,22 @@ def plan_context(context: Mapping[str, str], built: Sequence[Built], progress: P
         why = "; ".join(by_name[s].refused.get(chosen, "not built") for s in lacking)
         raise DeployFailed("-c target=%s, but %s has no %s artifact (%s)" % (chosen, ", ".join(lacking), chosen, why))
     plan["target"] = chosen
-    # the functions' memory is sized for the largest graph they may load (the FP32 fallback included)
-    graphs = [path / GRAPH_FILE for name in stored for path in by_name[name].artifacts.values()
-              if (path / GRAPH_FILE).is_file()]
-    if graphs and "graph_mb" not in plan:
-        plan["graph_mb"] = str(math.ceil(max(g.stat().st_size for g in graphs) / 2**20))
+    if "graph_mb" not in plan:   # the stack sums what each checkpoint needs at INIT (infra/laya_infra/sizing.py)
+        sizes = graph_sizes({name: by_name[name].artifacts.values() for name in stored})
+        if sizes:
+            plan["graph_mb"] = sizes
     progress("serving %s as %s" % (plan["deployed"], chosen))
     return plan
+
+
+def graph_sizes(artifacts: Mapping[str, Iterable[Path]]) -> str:
+    """`-c graph_mb`: each stored checkpoint's largest graph (the FP32 fallback included), in whole MiB."""
+    sizes = {}
+    for name, paths in artifacts.items():
+        graphs = [path / GRAPH_FILE for path in paths if (path / GRAPH_FILE).is_file()]
+        if graphs:
+            sizes[name] = math.ceil(max(g.stat().st_size for g in graphs) / 2**20)
+    return ",".join("%s=%d" % item for item in sizes.items())
 
 
 def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progress) -> str:
@@ -310,13 +322,12 @@ def cdk_runner(infra: Path = INFRA_DIR, python_bin: Path | None = None) -> RunCd
     return run
 
 
-def aws_seams() -> Seams:
-    """boto3's default session (the credentials and region `cdk deploy` uses too) and the real CDK CLI."""
+def aws_seams(environ: Mapping[str, str] | None = None) -> Seams:
+    """boto3's session in the region `cdk deploy` uses (`aws_region`), its credentials, and the real CDK CLI."""
     import boto3
 
     session = boto3.Session()
-    if not session.region_name:
-        raise DeployFailed("no AWS region is configured: set AWS_REGION or run `aws configure` (cdk deploys there)")
+    session = boto3.Session(region_name=aws_region(os.environ if environ is None else environ, session.region_name))
     return Seams(s3=session.client("s3"), sts=session.client("sts"), secrets=session.client("secretsmanager"),
                  run_cdk=cdk_runner(), kms=session.client("kms"))
 
@@ -345,6 +356,7 @@ def deploy(request: Request, seams: Seams, progress: Progress = lambda _m: None)
         built = build_step(request, resolve, build, progress)
         return built, plan_context(request.context, built, progress)
 
+    check_credentials(seams.sts, progress)   # minutes of building must not end in "no credentials"
     built, context = _step(1, first, progress)
     bucket = _step(2, lambda: storage_step(seams.s3, seams.sts, context, progress), progress)
     context["artifact_bucket"] = bucket

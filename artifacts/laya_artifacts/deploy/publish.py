@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_artifacts.deploy.rollback import pointer_record
-from laya_artifacts.deploy.sign import Signer, sign_artifact, upload_signatures
+from laya_artifacts.deploy.sign import Signer, sign_artifact, sign_release, upload_signatures
 from laya_serverless.artifact.fetch import fetch_published
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file, verify_artifact, verify_file
@@ -55,6 +55,9 @@ def publish(artifact_dir: Path, store: ObjectStore, progress: Callable[[str], No
         progress("uploaded the goldens it was gated on (the deploy-time gate replays them)")
     for key in upload_signatures(Path(artifact_dir), artifact_id, store):  # before the pointer: a reader checks them
         progress("uploaded its signature by key %s" % key[:12])
+    if signer is not None:  # what the runtime checks the pointer against (`laya_serverless.artifact.releases`)
+        release = sign_release(store, checkpoint, target, artifact_id, "publish", signer)
+        progress("signed release %d of %s/%s" % (release.serial, checkpoint, target))
     record = pointer_record(artifact_id, checkpoint, target, manifest.revision, before[0] if before else None)
     if not store.swap(pointer, record, before[1] if before else None):
         raise ArtifactError("the pointer %s moved while publishing %s; another publish won, nothing was overwritten"

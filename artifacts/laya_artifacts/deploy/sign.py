@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from laya_serverless.artifact.layout import MANIFEST_FILE, SIGNATURES_DIR
 from laya_serverless.artifact.manifest import sha256_file
+from laya_serverless.artifact.releases import Release, parse_release, release_key, serials
 from laya_serverless.artifact.signature import (
     ALGORITHM,
     SCHEMA,
@@ -157,12 +158,44 @@ def sign_artifact(artifact_dir: Path, signer: Signer) -> Path:
 
 
 def sign_published(store: ObjectStore, artifact_id: str, signer: Signer) -> bool:
-    """Add `signer`'s signature to an artifact already in `store` (create-only); False when it had one."""
+    """Add `signer`'s signature to an artifact already in `store` (create-only), and to the latest release record
+    of its (checkpoint, target) when that names it (rotation); False when the artifact had one by this key."""
     from laya_serverless.artifact.fetch import read_manifest
 
-    read_manifest(store, artifact_id)  # only an artifact that is there, whole, is vouched for
+    _, manifest = read_manifest(store, artifact_id)  # only an artifact that is there, whole, is vouched for
     _, record = signature_of(artifact_id, signer)
-    return store.create(signature_key(artifact_id, signer.key_id), record)
+    added = store.create(signature_key(artifact_id, signer.key_id), record)
+    checkpoint, target = str(manifest.checkpoint.get("name")), manifest.target
+    found = serials(store, checkpoint, target)
+    if found:
+        serial = max(found)
+        latest = store.read(release_key(checkpoint, target, serial, found[serial][0]))
+        if latest is not None and signer.key_id not in found[serial]:
+            release, _ = parse_release(latest[0], checkpoint, target, serial, found[serial][0])
+            if release.artifact == artifact_id:
+                _write_release(store, Release(checkpoint, target, serial, artifact_id, release.action,
+                                              release.created, signer.key_id), signer)
+    return added
+
+
+def _write_release(store: ObjectStore, release: Release, signer: Signer) -> None:
+    if not store.create(release_key(release.checkpoint, release.target, release.serial, signer.key_id),
+                        release.record(signer.sign(release.message()), signer.source)):
+        raise ArtifactError("release %d of %s/%s was written by another publisher meanwhile; nothing was "
+                            "overwritten, run it again" % (release.serial, release.checkpoint, release.target))
+
+
+def sign_release(store: ObjectStore, checkpoint: str, target: str, artifact_id: str, action: str,
+                 signer: Signer) -> Release:
+    """Write the next signed release record: (checkpoint, target) is `artifact_id` from now, by `action`
+    (`laya_serverless.artifact.releases`); written before the pointer moves, so a reader that follows it finds it."""
+    import datetime as dt
+
+    serial = max(serials(store, checkpoint, target), default=0) + 1
+    created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    release = Release(checkpoint, target, serial, artifact_id, action, created, signer.key_id)
+    _write_release(store, release, signer)
+    return release
 
 
 def upload_signatures(artifact_dir: Path, artifact_id: str, store: ObjectStore) -> list[str]:
@@ -183,4 +216,4 @@ def upload_signatures(artifact_dir: Path, artifact_id: str, store: ObjectStore) 
 
 __all__ = ["PRIVATE_KEY_FILE", "PUBLIC_KEY_FILE", "SIGNING_KEY_ALIAS", "KmsSigner", "LocalSigner", "Signer",
            "ensure_signing_key", "generate_key",
-           "open_signer", "sign_artifact", "sign_published", "signature_of", "upload_signatures"]
+           "open_signer", "sign_artifact", "sign_published", "sign_release", "signature_of", "upload_signatures"]

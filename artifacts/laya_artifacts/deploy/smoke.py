@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from laya_serverless.errors import DeployFailed
+from laya_artifacts.errors import DeployFailed
 
 Http = Callable[[str, str, Mapping[str, str], bytes | None], tuple[int, bytes]]
 """(method, url, headers, body) -> (status, body); raises OSError when no answer came at all."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import ExportError
 from laya_serverless.artifact.targets import CUDA_TARGETS
 
 # Kept FP32 in the FP16 graph, beside onnxruntime's own list of ops without FP16 kernels.
@@ -106,7 +107,7 @@ def drop_repeated_nodes(graph: Any) -> int:
                 repeats.append(node)
                 break
             else:
-                raise ValueError("nodes %r and %r both write %r" % (first[out].name, node.name, out))
+                raise ExportError("nodes %r and %r both write %r" % (first[out].name, node.name, out))
     for node in repeats:
         graph.node.remove(node)
     return len(repeats)
@@ -155,7 +156,7 @@ def sort_topologically(graph: Any) -> int:
             if waiting_on[r] == 0:
                 heapq.heappush(ready, r)
     if len(order) != len(nodes):
-        raise ValueError("the graph has a cycle through %d nodes" % (len(nodes) - len(order)))
+        raise ExportError("the graph has a cycle through %d nodes" % (len(nodes) - len(order)))
     moved = sum(1 for place, i in enumerate(order) if place != i)
     del graph.node[:]
     graph.node.extend(nodes[i] for i in order)

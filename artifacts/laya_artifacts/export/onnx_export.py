@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import ExportError
 from laya_serverless.artifact.layout import (
     GRAPH_FILE,
     GRAPH_INPUTS,
@@ -97,7 +98,7 @@ def export_graph(model: Any, tok: Any, graph_path: Path, *, fused: bool = True) 
 
     graph = onnx.load(str(graph_path))
     if to_multi_head_attention(graph) != counts["fused"]:
-        raise RuntimeError("the export lost attention markers: %d traced, fewer in the graph" % counts["fused"])
+        raise ExportError("the export lost attention markers: %d traced, fewer in the graph" % counts["fused"])
     # onnxscript's optimizer folds the shape arithmetic the tracer leaves (about half the nodes) and the If
     # the head's `squeeze(-1)` becomes once a contrib node hides its input's shape from the exporter.
     quiet = logging.getLogger("onnxscript.optimizer")  # it warns once per Split it leaves unfolded
@@ -130,7 +131,7 @@ def export_checkpoint(checkpoint_dir: str | Path, out_dir: str | Path, *, fused:
     out.mkdir(parents=True, exist_ok=True)
     model, tok, cfg = load_reference(checkpoint_dir)
     if cfg.get("option_layout", "sequential") != "sequential":
-        raise ValueError("option_layout=%r cannot be exported: the graph takes the sequential layout's "
+        raise ExportError("option_layout=%r cannot be exported: the graph takes the sequential layout's "
                          "five inputs" % cfg.get("option_layout"))
     fusion = export_graph(model, tok, out / GRAPH_FILE, fused=fused)
     (out / FUSION_RECORD).write_text(json.dumps(fusion, sort_keys=True) + "\n", encoding="utf-8")

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import GateCasesError
 from laya_serverless.gate.splits import SPLITS, split_for
 
 CORPUS_VERSION = 1
@@ -39,10 +40,6 @@ _DRAW_SALT = "laya-gate-corpus/%d:" % CORPUS_VERSION
 CASE_KEYS = ("id", "state", "questions", "controls", "split", "lang")
 CONTROL_KEYS = ("max_len", "head_max_len")
 PERMUTED_SHARE = 0.2  # of the composed choice/score questions with >= 3 options
-
-
-class GateCasesError(ValueError):
-    """A gate-case file (or a corpus) that cannot be used; the message names every bad line."""
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.checkpoints.sources import weights_sha256
+from laya_artifacts.errors import GoldensError
 from laya_artifacts.goldens.resume import PARTIAL_SUFFIX, Meter, PartialWriter, read_partial
 from laya_serverless.artifact.cpu import cpu_family
-from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.gate.splits import token_digest
 
 GOLDENS_FILE = "goldens.json"
@@ -31,10 +32,6 @@ SHIPPED_GOLDENS = Path(__file__).parent / "shipped_goldens"
 GOLDENS_FORMAT = 2
 RECORD_THREADS = 1
 RECORD_WORKERS = 1
-
-
-def weights_sha256(checkpoint_dir: Path) -> str:
-    return sha256_file(Path(checkpoint_dir) / "model.safetensors")
 
 
 def _f32(value: Any) -> float:
@@ -202,7 +199,7 @@ def _record_case(agent: Any, case: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
         if not np.isfinite(logits).all():
-            raise RuntimeError("upstream returned non-finite logits for case %r" % case["id"])
+            raise GoldensError("upstream returned non-finite logits for case %r" % case["id"])
         row.update({
             "token_ids_sha256": [token_digest(item["ids"]) for item in items],
             "n_tokens": [len(item["ids"]) for item in items],
@@ -283,6 +280,28 @@ def shipped_goldens(checkpoint_dir: Path, shipped: Path = SHIPPED_GOLDENS) -> Pa
             goldens.get("corpus", {}).get("sha256") != corpus_sha256(builtin_cases()):
         return None  # another corpus version: record again
     return path
+
+
+def goldens_for_build(checkpoint_dir: Path, name: str, revision: str | None, goldens_path: Path | None,
+                      user_cases: list[dict[str, Any]], progress: Callable[[str], None]) -> dict[str, Any]:
+    """A build's gate corpus: the built-in cases and `user_cases` recorded with upstream now, or the goldens at
+    `goldens_path` (noting weights other than these) with `user_cases` recorded and merged in."""
+    from laya_artifacts.goldens.corpus import builtin_cases
+
+    if goldens_path is None:
+        cases = builtin_cases() + user_cases
+        progress("1/4 recording the gate corpus with upstream laya (PyTorch CPU FP32): %d cases, %d rows%s"
+                 % (len(cases), sum(len(c["questions"]) for c in cases),
+                    ", %d of them yours" % len(user_cases) if user_cases else ""))
+        return record_goldens(Path(checkpoint_dir), name, revision, cases=cases, progress=progress)
+    progress("1/4 reading goldens from %s" % goldens_path)
+    goldens = load_goldens(Path(goldens_path))
+    if goldens.get("checkpoint", {}).get("weights_sha256") != weights_sha256(Path(checkpoint_dir)):
+        progress("    note: the goldens were recorded from other weights than %s" % checkpoint_dir)
+    if user_cases:
+        progress("    recording your %d gate cases with upstream laya" % len(user_cases))
+        goldens = merge_goldens(goldens, record_goldens(Path(checkpoint_dir), name, revision, cases=user_cases))
+    return goldens
 
 
 def recorded_goldens(checkpoint_dir: Path, name: str, directory: Path, revision: str | None = None,

@@ -109,4 +109,4 @@ def gate_with_derived_tolerance(report: GateReport, checkpoint_dir: Path, artifa
         return report
     progress("    spread %.3g over %d row(s): tolerance %g (%s); gating both splits again at it"
              % (found["spread"], len(rows), found["tolerance"], found["rule"]))
-    return run_gate(artifact_dir, goldens, target, threads=threads, derivation=found)
+    return run_gate(artifact_dir, goldens, target, threads=threads, derivation=found, progress=progress)

@@ -25,7 +25,9 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+from laya_artifacts.errors import PackageError
 from laya_artifacts.package.runtime_lock import ROOT
+from laya_serverless.command import Command
 
 DEFAULT_ROOT = ROOT / "build" / "aarch64-python"
 MIRROR = "http://deb.debian.org/debian"
@@ -139,7 +141,7 @@ def fetch_deb(pool_path: str, sha256: str, cache: Path, mirror: str) -> Path:
     found = sha256_of(partial)
     if found != sha256:
         partial.unlink()
-        raise RuntimeError("%s has sha256 %s, not the pinned %s: refused" % (pool_path, found, sha256))
+        raise PackageError("%s has sha256 %s, not the pinned %s: refused" % (pool_path, found, sha256))
     partial.replace(target)
     return target
 
@@ -163,16 +165,16 @@ def ensure(root: Path = DEFAULT_ROOT, mirror: str = MIRROR) -> Path:
     return tree / INTERPRETER
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """`laya-artifacts aarch64-python`: fetch (once) and unpack the pinned aarch64 CPython; prints its path."""
-    fetch = commands.add_parser("aarch64-python", help="fetch and unpack the pinned aarch64 CPython that runs the "
-                                                       "arm64 package under qemu (once; pinned by sha256)",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _arguments(fetch: argparse.ArgumentParser) -> None:
+    """`laya-artifacts aarch64-python`'s options."""
     fetch.add_argument("--root", default=str(DEFAULT_ROOT), help="cache and unpack here (default: %(default)s)")
     fetch.add_argument("--mirror", default=MIRROR, help="a Debian mirror holding the pinned files")
-    fetch.set_defaults(run=_fetch)
 
 
 def _fetch(args: argparse.Namespace) -> int:
     print(ensure(Path(args.root), args.mirror))
     return 0
+
+
+COMMAND = Command("aarch64-python", "fetch and unpack the pinned aarch64 CPython that runs the arm64 package under "
+                  "qemu (once; pinned by sha256)", _arguments, _fetch, description=__doc__)

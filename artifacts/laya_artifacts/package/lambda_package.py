@@ -17,6 +17,8 @@ from is Debian 13's 3.13 (`package/aarch64_python.py`; docs/deploy.md, "arm64").
             in pyproject's `lambda-runtime` extra) standing for the managed runtime's `/var/runtime` in
             the tests that run the package as Lambda runs it (tests/cloud/test_lambda_runtime.py).
 
+A package built from the same inputs (`inputs_digest`: the lock, pyproject, this recipe, the runtime package,
+the Python) is reused, so `make synth` after a `-c` change does not rebuild it; `--rebuild` forces a build.
 Fails when layer + function exceed what Lambda accepts unzipped (250 MB) and prints the sizes.
 Then it imports the real handler module from the build, with torch and transformers absent: on x86_64 with
 a Python 3.12 at hand; on arm64 with the aarch64 CPython of `package/aarch64_python.py` (once fetched) under
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -34,6 +37,7 @@ import tomllib
 from pathlib import Path
 
 from laya_artifacts.package.runtime_lock import LOCK_FILE, ROOT, LockError, check_lock, runtime_pins
+from laya_serverless.command import Command
 
 DEFAULT_ASSET_DIR = ROOT / "build" / "lambda"  # <arch>/{layer,function,runtime}
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
@@ -178,14 +182,47 @@ def build(arch: str, out: Path, python312: str | None) -> int:
     return 0
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """`laya-artifacts package`: the Lambda layer and function asset, built and checked."""
-    package = commands.add_parser("package", help="build the Lambda layer and function asset for an architecture, "
-                                                  "size-check them and import the handler from them",
-                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+STAMP_FILE = ".inputs-sha256"   # in <out>/<arch>/, written after a build that passed every check
+
+
+def inputs_digest(arch: str, python: str | None, root: Path = ROOT) -> str:
+    """What a package is built from: the arch, the compiling Python, the hash lock, pyproject.toml (the lambda-runtime
+    pin), this recipe and every file of the runtime package. A `-c` flag of `make synth` is none of them."""
+    digest = hashlib.sha256(("%s\0%s\0" % (arch, python or "")).encode())
+    runtime = sorted(p for p in (root / "functions" / "laya_serverless").rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    for path in [LOCK_FILE, root / "pyproject.toml", Path(__file__), *runtime]:
+        digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path.name).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def build_once(arch: str, out: Path, python: str | None, rebuild: bool = False) -> int:
+    """`build`, unless `out/arch` holds a package built from the same inputs (`inputs_digest`): then it is reused."""
+    stamp, digest = out / arch / STAMP_FILE, inputs_digest(arch, python)
+    if not rebuild and stamp.is_file() and stamp.read_text().strip() == digest:
+        say("reusing %s: built from the same inputs (sha256 %s of the lock, pyproject, the recipe and the runtime "
+            "package); --rebuild builds again" % (out / arch, digest[:12]))
+        return 0
+    code = build(arch, out, python)
+    if code == 0:
+        stamp.write_text(digest + "\n")
+    return code
+
+
+def _arguments(package: argparse.ArgumentParser) -> None:
+    """`laya-artifacts package`'s options."""
     package.add_argument("--arch", choices=sorted(PLATFORMS), default="x86_64")
     package.add_argument("--out", default=str(DEFAULT_ASSET_DIR))
     package.add_argument("--python", help="a host Python of the arch's runtime version (3.12 for x86_64, 3.13 for "
                          "arm64), to compile .pyc for the Lambda runtime")
-    package.set_defaults(run=lambda args: build(args.arch, Path(args.out),
-                                                find_python(args.python, PYTHON_VERSIONS[args.arch])))
+    package.add_argument("--rebuild", action="store_true", help="build even when the inputs are unchanged")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """`laya-artifacts package`: the Lambda layer and function asset, built and checked."""
+    return build_once(args.arch, Path(args.out), find_python(args.python, PYTHON_VERSIONS[args.arch]), args.rebuild)
+
+
+COMMAND = Command("package", "build the Lambda layer and function asset for an architecture, size-check them and "
+                  "import the handler from them", _arguments, _run, description=__doc__)

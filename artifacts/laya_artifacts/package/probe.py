@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import ProbeError
 from laya_artifacts.package.lambda_package import DEFAULT_ASSET_DIR, find_python
+from laya_serverless.command import Command
 
-DRIVER = Path(__file__).resolve().parent / "package/probe_driver.py"
-EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "search/emulated.py"   # read as a file, not imported
+DRIVER = Path(__file__).resolve().parent / "probe_driver.py"
+EMULATED_PY = Path(__file__).resolve().parents[1] / "search" / "emulated.py"   # read as a file, not imported
 ARCHES = ("x86_64", "arm64")
 DEFAULT_CPUS = {"arm64": "neoverse-n1", "x86_64": "haswell"}
 X86_QEMU = "qemu-x86_64-static"
@@ -35,10 +37,6 @@ _X86_MODELS = {"haswell": "Haswell", "skylake-client": "Skylake-Client", "skylak
                "sapphirerapids": "SapphireRapids", "epyc": "EPYC"}
 FIDELITY_NOTE = "emulated for fidelity, never timing: these answers are the CPU class's, the speed is not"
 _MARK = "laya-probe:"
-
-
-class ProbeError(RuntimeError):
-    """The emulated package could not be run (no build, no emulator, or it failed): the message says which."""
 
 
 @dataclass(frozen=True)
@@ -116,29 +114,73 @@ def _say(message: str) -> None:
     print("[laya-artifacts] %s" % message, file=sys.stderr, flush=True)
 
 
+def host_answers(artifact: Path, cases: Path) -> dict[str, Any]:
+    """The same cases answered here, natively, by this checkout's runtime: what the emulated answers must match."""
+    from laya_artifacts.package.probe_driver import _answer_cases
+    from laya_serverless import Decider
+    from laya_serverless.artifact.layout import MANIFEST_FILE
+
+    decider = Decider.from_artifact(artifact, verify=(artifact / MANIFEST_FILE).exists(), threads=1)
+    return _answer_cases(decider, cases.read_text(encoding="utf-8").splitlines())
+
+
+def tolerance_of(artifact: Path) -> float:
+    """The gate tolerance of the artifact's target (its manifest's; cpu-fp32's without one)."""
+    from laya_serverless.artifact.layout import MANIFEST_FILE
+    from laya_serverless.artifact.targets import CPU_FP32, GATE_TOLERANCES
+
+    manifest = artifact / MANIFEST_FILE
+    raw = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    target = raw.get("target") or raw.get("configuration", {}).get("target") or CPU_FP32
+    return GATE_TOLERANCES.get(target, GATE_TOLERANCES[CPU_FP32])
+
+
+def differences(answers: dict[str, Any], reference: dict[str, Any], tolerance: float) -> list[str]:
+    """Where the emulated answers leave the reference: another choice, a refusal on one side only, or an option or
+    noul probability more than `tolerance` away."""
+    found = []
+    for key, want in reference.items():
+        got = answers.get(key, {"error": "not answered"})
+        if ("error" in want) or ("error" in got):
+            if ("error" in want) != ("error" in got):
+                found.append("%s: %s" % (key, got.get("error") or "answered, refused here: %s" % want["error"]))
+            continue
+        for qid, mine in want["answers"].items():
+            theirs = got["answers"].get(qid, {})
+            far = [abs(p - theirs.get("probabilities", {}).get(option, -1.0))
+                   for option, p in mine.get("probabilities", {}).items()]
+            far += [abs(mine["noul"] - theirs.get("noul", -1.0))] if "noul" in mine else []
+            if mine.get("choice") != theirs.get("choice") or max(far, default=0.0) > tolerance:
+                found.append("%s/%s: choice %s vs %s, |dp| %.3g over %g" % (
+                    key, qid, theirs.get("choice"), mine.get("choice"), max(far, default=0.0), tolerance))
+    return found
+
+
 def run(artifact: str, cases: str, out: str, arch: str, cpu: str | None, asset_dir: str,
-        say: Any = _say) -> int:
-    """The command: write OUT.json (id -> answer or {"error": ...}) and say which CPython and CPU answered."""
+        say: Any = _say, reference: Any = host_answers) -> int:
+    """The command: write OUT.json (id -> answer or {"error": ...}), say which CPython and CPU answered, and whether
+    the answers match this machine's (the x86 build's) within the target's gate tolerance: 0 pass, 1 fail."""
     say("probe: %s" % FIDELITY_NOTE)
     result = probe(Path(artifact), Path(cases), arch, cpu, Path(asset_dir))
     Path(out).write_text(json.dumps(result["answers"], indent=1, sort_keys=True) + "\n", encoding="utf-8")
     errors = sum(1 for answer in result["answers"].values() if "error" in answer)
     say("probe: %d cases answered by the %s package on %s under %s (int8 kernel class %s); %d errors; wrote %s"
         % (len(result["answers"]), arch, result["python"], result["emulator"], result["int8_kernels"], errors, out))
+    tolerance = tolerance_of(Path(artifact))
+    found = differences(result["answers"], reference(Path(artifact), Path(cases)), tolerance)
+    if found:
+        say("probe: FAIL: %d answers differ from this machine's beyond |dp| %g: %s"
+            % (len(found), tolerance, "; ".join(found[:5])))
+        return 1
+    say("probe: pass: every answer matches this machine's (same choices, |dp| <= %g)" % tolerance)
     return 0
 
 
 def _command(args: argparse.Namespace) -> int:
-    try:
-        return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)
-    except ProbeError as exc:
-        _say("error: %s" % exc)
-        return 2
+    return run(args.artifact, args.cases, args.out, args.arch, args.cpu, args.asset_dir)  # ProbeError: cli.main
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    probe = commands.add_parser("probe", help="answer cases with the built Lambda package of --arch under an emulated "
-                                "CPU (qemu user mode): fidelity, never timing")
+def _arguments(probe: argparse.ArgumentParser) -> None:
     probe.add_argument("artifact", help="an artifact directory (built, or published and fetched)")
     probe.add_argument("--arch", choices=ARCHES, default="arm64")
     probe.add_argument("--cpu", help="the qemu CPU model (default: %s)"
@@ -147,4 +189,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     probe.add_argument("--out", required=True, help='OUT.json: each case id -> the answer, or {"error": message}')
     probe.add_argument("--asset-dir", default=str(DEFAULT_ASSET_DIR),
                        help="where `laya-artifacts package` wrote <arch>/{layer,function}")
-    probe.set_defaults(run=_command)
+
+
+COMMAND = Command("probe", "answer cases with the built Lambda package of --arch under an emulated CPU (qemu user "
+                  "mode): fidelity, never timing", _arguments, _command)

@@ -14,15 +14,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import LockError
+
 ROOT = Path(__file__).resolve().parents[3]
 LOCK_FILE = ROOT / "layers" / "requirements.lock"
 LOCK_NAME = "layers/requirements.lock"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
 _HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
-
-
-class LockError(ValueError):
-    """The lock cannot be installed as it is: the message names the package and the command that rewrites it."""
 
 
 def normalized(name: str) -> str:

@@ -1,4 +1,4 @@
-"""A quantization-aware build (`build_artifact(..., quantization_aware=...)`): which checkpoint is exported and
+"""A quantization-aware build (`BuildSpec(..., quantization_aware=...)`): which checkpoint is exported and
 searched, and the rule that a tuned copy is gated against its original's goldens, never its own."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import QatError
 from laya_artifacts.qat.finetune import QAT_CANDIDATES, Progress, QatSettings, _figures, fine_tune, tuned_record
 
 
@@ -14,7 +15,7 @@ def check_reference(record: dict[str, Any], goldens: dict[str, Any]) -> None:
     """A tuned copy is gated against its original's goldens, never its own (`ValueError` otherwise)."""
     recorded = goldens.get("checkpoint", {}).get("weights_sha256")
     if recorded != record.get("reference_weights_sha256"):
-        raise ValueError("this checkpoint is a quantization-aware copy of weights %s…; gate it against the "
+        raise QatError("this checkpoint is a quantization-aware copy of weights %s…; gate it against the "
                          "original's goldens (--goldens), not goldens of %s…"
                          % (str(record.get("reference_weights_sha256"))[:12], str(recorded)[:12]))
 
@@ -34,11 +35,11 @@ def prepare_build(checkpoint_dir: Path, goldens: dict[str, Any], target: str, ca
     if settings is None and record is None:
         return checkpoint_dir, candidates, None
     if target != CPU_INT8:
-        raise ValueError("quantization-aware fine-tuning is for %s; %s builds the original checkpoint"
+        raise QatError("quantization-aware fine-tuning is for %s; %s builds the original checkpoint"
                          % (CPU_INT8, target))
     if settings is not None:
         if record is not None:
-            raise ValueError("%s is already a quantization-aware copy; build it without --quantization-aware"
+            raise QatError("%s is already a quantization-aware copy; build it without --quantization-aware"
                              % checkpoint_dir)
         work_dir = settings.work_dir or Path(out_dir).parent / ("%s.qat" % Path(out_dir).name)
         progress("    quantization-aware fine-tune of a copy of %s in %s (%d steps%s)"
@@ -46,7 +47,7 @@ def prepare_build(checkpoint_dir: Path, goldens: dict[str, Any], target: str, ca
         checkpoint_dir = fine_tune(checkpoint_dir, goldens, settings, work_dir, progress)
         record = tuned_record(checkpoint_dir)
     if record is None:  # a fine-tune always writes its record
-        raise ValueError("%s holds no fine-tune record" % checkpoint_dir)
+        raise QatError("%s holds no fine-tune record" % checkpoint_dir)
     check_reference(record, goldens)
     return checkpoint_dir, list(candidates) if candidates else list(QAT_CANDIDATES), record
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import QatError
 from laya_artifacts.goldens.record import _encode_case, weights_sha256
 from laya_artifacts.qat.data import held_out, training_cases
 from laya_artifacts.qat.scheme import WEIGHT_RANGE, attach_fake_quant, trainable_names
@@ -208,12 +209,12 @@ def write_tuned(original: Path, out: Path, tensors: dict[str, Any], record: dict
     weights = load_file(str(original / "model.safetensors"))
     unknown = sorted(set(tensors) - set(weights))
     if unknown:
-        raise ValueError("tuned tensors the original does not have: %s" % ", ".join(unknown[:5]))
+        raise QatError("tuned tensors the original does not have: %s" % ", ".join(unknown[:5]))
     weights.update({name: value.contiguous() for name, value in tensors.items()})
     save_file(weights, str(out / "model.safetensors"))
     tuned = sha256_file(out / "model.safetensors")
     if record.get("tuned_weights_sha256") not in (None, tuned):
-        raise ValueError("the tuned weights written to %s are not the ones recorded (%s…)"
+        raise QatError("the tuned weights written to %s are not the ones recorded (%s…)"
                          % (out, str(record["tuned_weights_sha256"])[:12]))
     record = dict(record, tuned_weights_sha256=tuned)
     (out / QAT_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -235,7 +236,7 @@ def fine_tune(checkpoint_dir: Path, goldens: dict[str, Any], settings: QatSettin
     checkpoint_dir, work_dir = Path(checkpoint_dir), Path(work_dir)
     reference = weights_sha256(checkpoint_dir)
     if goldens.get("checkpoint", {}).get("weights_sha256") != reference:
-        raise ValueError("quantization-aware fine-tuning needs the goldens of %s itself (its upstream FP32 is the "
+        raise QatError("quantization-aware fine-tuning needs the goldens of %s itself (its upstream FP32 is the "
                          "teacher and the gate's reference)" % checkpoint_dir)
     out = work_dir / CHECKPOINT_DIR
     done = tuned_record(out)

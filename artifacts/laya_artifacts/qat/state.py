@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import QatError
+
 STATE_FILE = "qat_state.pt"
 
 
@@ -30,7 +32,7 @@ def restore(state_path: Path, resume: bool, steps: int, recipe: dict[str, Any], 
         return 0, None, 0.0
     state = torch.load(state_path, weights_only=False)
     if state["reference"] != reference or state["recipe"] != recipe:
-        raise ValueError("%s is a fine-tune of other weights or with another recipe; remove it or drop --resume"
+        raise QatError("%s is a fine-tune of other weights or with another recipe; remove it or drop --resume"
                          % state_path)
     with torch.no_grad():
         for name, value in state["trainable"].items():

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import SearchError
 from laya_artifacts.goldens.record import write_goldens
 from laya_artifacts.package.probe import (
     DEFAULT_ASSET_DIR,
@@ -53,7 +54,7 @@ def class_equivalence(artifact_dir: Path, goldens: dict[str, Any], kernels: str,
 
     rows = equivalence_rows(goldens)
     if not rows:
-        raise ValueError("the goldens hold no short answerable case to compare the CPU classes on")
+        raise SearchError("the goldens hold no short answerable case to compare the CPU classes on")
     emulator = emulator_for("arm64", CLASS_CPUS[kernels])
     with tempfile.TemporaryDirectory(prefix="laya-arm64-") as scratch:
         sliced = write_goldens(dict(goldens, rows=rows), Path(scratch))

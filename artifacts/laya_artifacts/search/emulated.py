@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import EmulationError, SearchError
 from laya_serverless.artifact.targets import CLASS_EQUIVALENCE_TOLERANCE
 
 QEMU = "qemu-x86_64-static"
@@ -41,14 +42,14 @@ def can_emulate() -> bool:
 
 def _run_emulated(arguments: Sequence[str], cpu: str, timeout_s: float) -> dict[str, Any]:
     if not can_emulate():
-        raise RuntimeError("the emulated gate needs %s on an x86_64 machine (apt-get install qemu-user-static)"
+        raise EmulationError("the emulated gate needs %s on an x86_64 machine (apt-get install qemu-user-static)"
                            % QEMU)
     command = [QEMU, "-cpu", cpu, sys.executable, "-m", "laya_artifacts.search.emulated", *arguments]
     run = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     found = [line[len(_MARK):] for line in run.stdout.splitlines() if line.startswith(_MARK)]
     if run.returncode != 0 or not found:
         tail = "\n".join(line for line in run.stderr.splitlines() if "TCG doesn't support" not in line)[-4000:]
-        raise RuntimeError("the gate under %s -cpu %s failed (exit %d):\n%s" % (QEMU, cpu, run.returncode, tail))
+        raise EmulationError("the gate under %s -cpu %s failed (exit %d):\n%s" % (QEMU, cpu, run.returncode, tail))
     result: dict[str, Any] = json.loads(found[-1])
     return result
 
@@ -94,14 +95,14 @@ def equivalence(artifact_dir: Path, goldens: dict[str, Any], cpu: str = AVX2_CPU
 
     rows = equivalence_rows(goldens)
     if not rows:
-        raise ValueError("the goldens hold no short answerable case to compare the CPU classes on")
+        raise SearchError("the goldens hold no short answerable case to compare the CPU classes on")
     with tempfile.TemporaryDirectory(prefix="laya-classes-") as scratch:
         sliced = write_goldens(dict(goldens, rows=rows), Path(scratch))
         emulated = _run_emulated([str(artifact_dir), str(sliced), "--probabilities"], cpu, timeout_s)
     native = class_probabilities(Decider.from_artifact(Path(artifact_dir), verify=False, threads=1), rows)
     theirs = emulated["probabilities"]
     if [len(p) for p in theirs] != [len(p) for p in native]:
-        raise RuntimeError("the emulated run answered other questions than the native one")
+        raise EmulationError("the emulated run answered other questions than the native one")
     difference = max(abs(a - b) for mine, other in zip(native, theirs, strict=True)
                      for a, b in zip(mine, other, strict=True))
     return {"proof": "equivalence", "kernels": emulated["int8_kernels"], "emulator": "%s -cpu %s" % (QEMU, cpu),

@@ -5,15 +5,16 @@
    open, whatever the model's size): the median of `SPEED_RUNS` warm passes over a fixed batch of
    selection cases (`speed_batch`), one session thread, scaled to the first FP32 figure.
 2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
-   fastest first, stops at the first that passes (nothing slower can be chosen then), gates none below
-   `MIN_SPEEDUP`, and stops gating one once a row misses by `records.PORTABLE_MARGIN` x the tolerance.
+   fastest first, stops at the first that passes (nothing slower can be chosen then), gates none that
+   cannot be chosen (below `MIN_SPEEDUP` by more than the noise), and stops gating one once a row misses by
+   `records.PORTABLE_MARGIN` x the tolerance.
 3. The mixes (`search/mixes.py`): per layer, then per node (single MatMuls, each alone on a fixed slice of
    selection, every accumulated mix on all of it), each unit alone then added least sensitive first while
    selection passes. A mix is no faster than `encoder`, so it is skipped when it cannot win: `encoder`
    passed, a passing candidate is already faster than it, or it is below `MIN_SPEEDUP` itself.
-4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as
-   fast as FP32 (a slower int8 graph buys nothing: FP32 is the right answer then, and the int8 target
-   fails).
+4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as fast
+   as FP32 by more than FP32's own run-to-run spread in the same search (`timing_noise`): a slower int8
+   graph buys nothing, and a speedup inside the noise is not one; FP32 serves then, and the refusal says which.
 
 The confirmation split is never read here; `build.py` checks it once, on the chosen candidate.
 """
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import SearchError, SmoothingNotExact
 from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
 from laya_artifacts.search.mixes import probe_rows, run_mixes
 from laya_artifacts.search.quantize import (
@@ -45,11 +47,10 @@ from laya_artifacts.search.smoothing import ALPHA, smooth_graph
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 from laya_serverless.artifact.targets import CPU_FP32
-from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_split
+from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_split, ticker
 
 SELECTION = "selection"
 SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
-GATE_PROGRESS_CASES = 25  # a candidate's gate says where it is every this many cases (minutes at real size)
 # A candidate must be at least this much faster than FP32: smaller gains sit inside the timing noise of a
 # shared machine and do not pay for int8's error. 0 (or None) lifts the rule, e.g. for size alone.
 MIN_SPEEDUP = 1.05
@@ -63,10 +64,6 @@ def check_candidate_names(candidates: Sequence[str] | None) -> list[str]:
     if unknown:
         raise ValueError("unknown candidate(s) %s; choose from %s" % (", ".join(unknown), ", ".join(CANDIDATE_NAMES)))
     return names
-
-
-class SmoothingNotExact(ValueError):
-    """A smoothed FP32 graph moved the answers past the FP32 tolerance: that candidate is not built."""
 
 
 @dataclass
@@ -89,7 +86,7 @@ class Trial:
     def ms(self) -> float:
         """The measured speed; only asked of timed trials."""
         if self.speed_ms is None:
-            raise ValueError("%s was not timed" % self.candidate.name)
+            raise SearchError("%s was not timed" % self.candidate.name)
         return self.speed_ms
 
 
@@ -237,18 +234,11 @@ class _Search:
         gated = self.rows if rows is None else list(rows)
         stop = None if self.exhaustive else PORTABLE_MARGIN * TOLERANCES[self.target]
         trial.selection = gate_rows(self.open(trial), gated, self.target, SELECTION, repeat=False, stop_above=stop,
-                                    on_case=self._every(GATE_PROGRESS_CASES, len(gated)))
+                                    tick=ticker(self.progress, "%s on selection" % trial.candidate.name))
         if trial.selection.stopped_early:
             self.progress("      stopped after %d of %d cases: the refusal is certain"
                           % (trial.selection.stopped_early["cases"], len(gated)))
         return trial.selection
-
-    def _every(self, step: int, total: int) -> Callable[[int, SplitReport], None]:
-        def said(done: int, report: SplitReport) -> None:
-            if done % step == 0:
-                self.progress("      %d/%d cases gated, max|dp| so far %.3g" % (done, total,
-                                                                          report.max_probability_error))
-        return said
 
     @staticmethod
     def figures(report: SplitReport) -> str:
@@ -262,18 +252,26 @@ def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[st
             **({"skipped": skipped} if skipped else {})}
 
 
-def _why(chosen: Trial | None, passing: list[str], fp32_ms: float, min_speedup: float | None,
-         too_slow: list[str]) -> str:
+def timing_noise(runs_ms: Sequence[float]) -> float:
+    """The FP32 graph's run-to-run spread in this search: half the range of its timings over their median."""
+    return (max(runs_ms) - min(runs_ms)) / 2 / statistics.median(runs_ms) if len(runs_ms) > 1 else 0.0
+
+
+def _why(chosen: Trial | None, passing: list[Trial], fp32_ms: float, min_speedup: float | None,
+         noise: float, too_slow: Sequence[str] = ()) -> str:
+    """The verdict in the words a user reads: gate failed, or passed but not faster (with the figures), or chosen."""
     if chosen is not None:
-        return "fastest of the candidates that passed selection (%s): %.1f ms, x%.2f vs fp32" % (
-            ", ".join(passing), chosen.ms, fp32_ms / chosen.ms)
-    if passing:
-        return "%s passed selection but none is x%.2f faster than fp32 (%.1f ms) on this machine" % (
-            ", ".join(passing), min_speedup or 0, fp32_ms)
-    if too_slow:
-        return "no candidate gated passed selection; %s not gated: below x%g vs fp32 on this machine" % (
-            ", ".join(too_slow), min_speedup or 0)
-    return "no candidate passed selection"
+        return "fastest of the candidates that passed selection (%s): %.1f ms, x%.3f vs fp32 (noise +-%.3f)" % (
+            ", ".join(t.candidate.name for t in passing), chosen.ms, fp32_ms / chosen.ms, noise)
+    if not passing:
+        return "gate failed: no candidate passed selection%s" % (
+            "; %s not gated: below x%g vs fp32 on this machine" % (", ".join(too_slow), min_speedup or 0)
+            if too_slow else "")
+    best = min(passing, key=lambda t: t.ms)
+    speedup, rule = fp32_ms / best.ms, min_speedup or 0
+    return "gate passed (%s), but not faster than FP32: %s x%.3f %s x%.2f (this run's FP32 timing noise +-%.3f)" % (
+        ", ".join(t.candidate.name for t in passing), best.candidate.name, speedup,
+        "<" if speedup < rule else "is within the noise of", rule, noise)
 
 
 def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:
@@ -294,16 +292,17 @@ def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], li
         search.time_against_fp32(trial)
         trial.decider = None  # one candidate session open at a time: at real size each holds gigabytes
         trials.append(trial)
-        search.progress("    [%d/%d] %s: %.1f ms, x%.2f vs fp32 (built and timed in %.0f s)"
+        search.progress("    [%d/%d] %s: %.1f ms, x%.3f vs fp32 (built and timed in %.0f s)"
                         % (n, len(order), candidate.name, trial.ms, search.fp32_ms / trial.ms,
                            time.perf_counter() - started))
     return trials, unbuilt
 
 
-def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool,
-                min_speedup: float | None) -> tuple[Trial | None, dict[str, str]]:
+def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool, min_speedup: float | None,
+                noise: float = 0.0) -> tuple[Trial | None, dict[str, str]]:
     """Gate the timed candidates on selection, fastest first, skipping what cannot win (unless `exhaustive`):
-    anything slower than one that passed, and anything below `min_speedup`. Returns the fastest that passed."""
+    anything slower than one that passed, and anything below `min_speedup` once the noise is taken off (the
+    choice's own rule). Returns the fastest that passed."""
     skipped: dict[str, str] = {}
     passed_fastest: Trial | None = None
     ordered = trials if exhaustive else sorted(trials, key=lambda t: t.ms)
@@ -311,8 +310,9 @@ def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool,
         name, speedup = trial.candidate.name, search.fp32_ms / trial.ms
         if not exhaustive and passed_fastest is not None:
             skipped[name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
-        elif not exhaustive and min_speedup and speedup < min_speedup:
-            skipped[name] = "not gated: x%.2f vs fp32, below the x%g a choice needs" % (speedup, min_speedup)
+        elif not exhaustive and min_speedup and speedup - noise < min_speedup:
+            skipped[name] = "not gated: x%.3f vs fp32 (noise +-%.3f), below the x%g a choice needs" % (
+                speedup, noise, min_speedup)
         if name in skipped:
             search.progress("    [%d/%d] %s %s" % (n, len(ordered), name, skipped[name]))
             continue
@@ -337,7 +337,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
     names = check_candidate_names(candidates)
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer, exhaustive)
     if not search.rows:
-        raise ValueError("the goldens hold no selection rows: nothing to choose a configuration on")
+        raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")
     fixed = [c.name for c in search_order(names)]
     mixes = [n for n in (LAYER_MIX, NODE_MIX) if n in names]
     progress("    %d candidate(s) to try: %s%s; each is built and timed against fp32 (%d cases x %d runs), then "
@@ -351,26 +351,26 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
     trials, unbuilt = _build_fixed(search, names)
     if not trials:
         search.time_against_fp32(Trial(baseline.candidate, baseline.directory, {}))  # the baseline on its own
-    fp32_ms = search.fp32_ms
-    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved)"
-             % (fp32_ms, len(search.batch), SPEED_RUNS))
-    passed_fastest, skipped = _gate_fixed(search, trials, exhaustive, min_speedup)
+    fp32_ms, noise = search.fp32_ms, timing_noise(baseline.runs_ms)
+    progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved; noise +-%.3f)"
+             % (fp32_ms, len(search.batch), SPEED_RUNS, noise))
+    passed_fastest, skipped = _gate_fixed(search, trials, exhaustive, min_speedup, noise)
     mix_records = run_mixes(search, names, trials, passed_fastest, exhaustive, min_speedup)
-    eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or
-                                                                  fp32_ms / t.ms >= min_speedup)]
+    eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or  # clear of the noise band
+                                                                  fp32_ms / t.ms - noise >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
     too_slow = [name for name, why in skipped.items() if "below the" in why]
-    why = _why(chosen, [t.candidate.name for t in trials if t.passed], fp32_ms, min_speedup, too_slow)
+    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise, too_slow)
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
     record = {
-        "policy": "fastest candidate passing selection and at least x%g as fast as fp32; confirmation checked "
-                  "once on it" % (min_speedup or 0),
+        "policy": "fastest candidate passing selection and at least x%g as fast as fp32 by more than the fp32 "
+                  "timing noise of the same run; confirmation checked once on it" % (min_speedup or 0),
         "mode": "exhaustive" if exhaustive else "fastest-first",
         "split": SELECTION, "selection_rows": sum(len(r.get("markers", [])) for r in search.rows),
         "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": SPEED_RUNS,
                   "warmup_runs": 1, "statistic": "median ms per pass, one session run per case, each candidate "
                   "interleaved with fp32 and scaled to the first fp32 figure", "threads": threads},
-        "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms,
+        "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms, "fp32_noise": noise,
         "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials] + unbuilt,
         **mix_records,
         "chosen": chosen.candidate.name if chosen else None, "why": why,

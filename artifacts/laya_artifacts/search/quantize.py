@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import SearchError
+
 OPTIMIZATION_LEVEL = "ORT_ENABLE_EXTENDED"  # portable across x86 CPUs, unlike the layout passes of ENABLE_ALL
 NBITS_BLOCK_SIZE = 32
 REDUCE_RANGE = True  # 7-bit weights: kernel-exact int8 on every x86 class (module docstring)
@@ -217,10 +219,10 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate,
     matmuls = encoder_matmuls(fp32_graph)
     chosen = matmuls.select(candidate)
     if not chosen:
-        raise ValueError("candidate %r matches no encoder MatMul of %s" % (candidate.name, fp32_graph))
+        raise SearchError("candidate %r matches no encoder MatMul of %s" % (candidate.name, fp32_graph))
     if candidate.method == "static-int8":
         if not calibration:
-            raise ValueError("candidate %r needs calibration cases" % candidate.name)
+            raise SearchError("candidate %r needs calibration cases" % candidate.name)
         _quantize_static(fp32_graph, out_graph, chosen, calibration)
     elif candidate.method == "dynamic-int8":
         import onnx
@@ -239,7 +241,7 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate,
         try:
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
         except ImportError as exc:  # it imports onnx_ir, which onnxruntime does not depend on
-            raise RuntimeError("weight-only 8-bit needs the onnx_ir package (the build extra pins it): %s"
+            raise SearchError("weight-only 8-bit needs the onnx_ir package (the build extra pins it): %s"
                                % exc) from exc
         with _quiet():
             quantizer = MatMulNBitsQuantizer(

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from laya_artifacts.errors import SearchError
+
 ALPHA = 0.5  # SmoothQuant's default balance between activation and weight ranges
 _FLOOR = 1e-5  # no scale (nor max) below this: a dead channel keeps s = 1
 
@@ -47,7 +49,7 @@ def activation_maxima(graph: Path, tensors: Sequence[str], feeds: Iterable[dict[
             channel_max = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)
             maxima[name] = channel_max if name not in maxima else np.maximum(maxima[name], channel_max)
     if len(maxima) != len(tensors):
-        raise ValueError("no calibration cases: smoothing needs activations to measure")
+        raise SearchError("no calibration cases: smoothing needs activations to measure")
     return maxima
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from laya_artifacts.errors import TuneError
 from laya_artifacts.tune.prices import ARCHES, MEASURED_ARCH, Prices
 from laya_artifacts.tune.quota import CGROUP_ROOT, UNCONSTRAINED, Quota, close_quota, open_quota, vcpus_for
 from laya_artifacts.tune.workload import Request
@@ -41,10 +42,6 @@ CONFIG_HELP = ("runtime: the runtime's own choice (LAYA_THREADS and LAYA_SPINNIN
                "threads, spinning on")
 
 Progress = Callable[[str], None]
-
-
-class TuneError(ValueError):
-    """Options `tune` cannot run with; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -125,8 +122,15 @@ def machine() -> dict[str, Any]:
 
 def describe_artifact(artifact: Path) -> dict[str, Any]:
     from laya_serverless.artifact.layout import GRAPH_FILE, DecodeConfig
+    from laya_serverless.errors import ArtifactError
 
-    DecodeConfig.load(artifact)   # a clear error for a directory that is not an artifact
+    if not artifact.is_dir():
+        raise TuneError("%s: no such artifact directory (`make serve` builds .cache/artifacts/demo-cpu-fp32-<time>)"
+                        % artifact)
+    try:
+        DecodeConfig.load(artifact)
+    except (ArtifactError, OSError, ValueError) as exc:
+        raise TuneError("%s is not an artifact directory: %s" % (artifact, exc)) from None
     graph = artifact / GRAPH_FILE
     found: dict[str, Any] = {"path": str(artifact), "graph_mb": round(graph.stat().st_size / 2**20, 1)}
     manifest = artifact / "manifest.json"
@@ -231,6 +235,16 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "mean": round(float(data.mean()), 2), "n": int(data.size)}
 
 
+def round_noise(warm_ms: Sequence[float], rounds: int) -> float:
+    """How much a configuration's mean warm time moved between this run's rounds: half the range of the per-round
+    means over their median. A cost difference inside it is not one."""
+    if rounds < 2 or len(warm_ms) < rounds:
+        return 0.0
+    chunk = len(warm_ms) // rounds
+    means = [float(np.mean(warm_ms[i * chunk:(i + 1) * chunk])) for i in range(rounds)]
+    return round((max(means) - min(means)) / 2 / float(np.median(means)), 4)
+
+
 def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Sequence[Config], prices: Prices,
               arches: Sequence[str], slo_p99_ms: float | None) -> list[dict[str, Any]]:
     """Per size: every configuration's figures and costs, and the size's best configuration (cheapest on the
@@ -256,6 +270,7 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
                          "cpu_ms_per_decision": round(got.cpu_s * 1000 / max(1, sum(got.warm_decisions)), 3),
                          "decisions_per_request": round(sum(got.warm_decisions) / len(got.warm_decisions), 3),
                          "peak_rss_mb": round(got.peak_rss_mb, 1), "cost": costs,
+                         "noise": round_noise(got.warm_ms, len(got.cold_ms)),
                          "samples": {"warm_ms": list(got.warm_ms),
                                      "warm_decisions": list(got.warm_decisions),
                                      "cold_ms": [round(ms, 1) for ms in got.cold_ms],
@@ -267,7 +282,7 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
             "memory_mb": mb, "vcpus": round(vcpus_for(mb), 3), "quota": quota.mode,
             "config": best["name"], "p50_ms": best["warm_ms"]["p50"], "p99_ms": best["warm_ms"]["p99"],
             "mean_ms": best["warm_ms"]["mean"], "cold_ms": best["cold_ms"]["p50"],
-            "restore_ms": best["restore_ms"]["p50"], "peak_rss_mb": peak, "fits": fits,
+            "restore_ms": best["restore_ms"]["p50"], "peak_rss_mb": peak, "fits": fits, "noise": best["noise"],
             "cost_per_1m_decisions": {a: best["cost"][a]["usd_per_1m_decisions"] for a in arches},
             "estimated": {a: best["cost"][a]["estimated"] for a in arches},
             "meets_slo": {a: fits and (slo_p99_ms is None or best["cost"][a]["p99_ms"] <= slo_p99_ms)
@@ -280,29 +295,39 @@ def summarize(samples: dict[Any, Samples], quotas: dict[int, Quota], configs: Se
     return sizes
 
 
+def _pick(meeting: Sequence[dict[str, Any]], arch: str) -> dict[str, Any]:
+    """The cheapest size, unless others are within the noise band of it: then the smallest of those, said so."""
+    def cost(size: dict[str, Any]) -> float:
+        return float(size["cost_per_1m_decisions"][arch])
+
+    cheapest = min(meeting, key=lambda s: (cost(s), s["memory_mb"]))
+    tied = sorted((s for s in meeting if cost(s) - cost(cheapest) <= cost(cheapest) * cheapest["noise"]
+                   + cost(s) * s["noise"]), key=lambda s: s["memory_mb"])
+    best, band = tied[0], max(s["noise"] for s in tied)
+    why = ("cheapest per 1M decisions, outside this run's noise band (+-%.1f%%)" % (100 * band) if len(tied) == 1
+           else "%s MB are within this run's noise band (+-%.1f%%) of the cheapest: no winner on cost; the smallest "
+                "of them is recommended" % (", ".join(str(s["memory_mb"]) for s in tied), 100 * band))
+    return {"memory_mb": best["memory_mb"], "config": best["config"], "usd_per_1m_decisions": cost(best),
+            "p99_ms": next(c["cost"][arch]["p99_ms"] for c in best["configs"] if c["name"] == best["config"]),
+            "estimated": best["estimated"][arch], "noise": band,
+            "within_noise": [s["memory_mb"] for s in tied], "why": why}
+
+
 def recommend(sizes: Sequence[dict[str, Any]], arches: Sequence[str], slo_p99_ms: float | None) -> dict[str, Any]:
-    """The cheapest size meeting the SLO (and fitting), per architecture and overall."""
+    """Per architecture and overall: the cheapest size meeting the SLO (and fitting), named a winner only outside
+    the run's noise band (`_pick`)."""
     per_arch: dict[str, Any] = {}
     for arch in arches:
         meeting = [s for s in sizes if s["meets_slo"][arch]]
-        if not meeting:
-            per_arch[arch] = None
-            continue
-        best = min(meeting, key=lambda s: (s["cost_per_1m_decisions"][arch], s["memory_mb"]))
-        per_arch[arch] = {"memory_mb": best["memory_mb"], "config": best["config"],
-                          "usd_per_1m_decisions": best["cost_per_1m_decisions"][arch],
-                          "p99_ms": next(c["cost"][arch]["p99_ms"] for c in best["configs"]
-                                         if c["name"] == best["config"]),
-                          "estimated": best["estimated"][arch]}
+        per_arch[arch] = _pick(meeting, arch) if meeting else None
     found = [(arch, choice) for arch, choice in per_arch.items() if choice is not None]
     overall = None
     if found:
         arch, choice = min(found, key=lambda pair: pair[1]["usd_per_1m_decisions"])
         overall = {"arch": arch, **choice}
     why = ("no size fits and meets p99 <= %s ms" % slo_p99_ms if overall is None and slo_p99_ms is not None
-           else "no size fits" if overall is None else
-           "cheapest per 1M decisions among sizes that fit%s" % (
-               " and meet p99 <= %g ms" % slo_p99_ms if slo_p99_ms is not None else ""))
+           else "no size fits" if overall is None else "%s, among sizes that fit%s" % (
+               overall["why"], " and meet p99 <= %g ms" % slo_p99_ms if slo_p99_ms is not None else ""))
     return {"slo_p99_ms": slo_p99_ms, "per_arch": per_arch, "choice": overall, "why": why}
 
 

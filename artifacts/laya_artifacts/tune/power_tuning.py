@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from laya_artifacts.errors import PowerTuningError
 from laya_artifacts.tune.prices import Prices
 from laya_artifacts.tune.workload import Request, rest_event
 
@@ -24,10 +25,6 @@ DEFAULT_NUM = 20
 POLL_S = 5.0
 TIMEOUT_S = 3600.0
 SOURCE = "aws-lambda-power-tuning"
-
-
-class PowerTuningError(RuntimeError):
-    """The state machine could not be started, failed, or answered something this module cannot read."""
 
 
 def execution_input(function_arn: str, requests: Sequence[Request], memory: Sequence[int], *, num: int = DEFAULT_NUM,

@@ -14,13 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import PriceError
+
 DEFAULT_PRICES = Path(__file__).resolve().parent / "tune_data" / "prices.json"
 ARCHES = ("x86_64", "arm64")
 MEASURED_ARCH = "x86_64"   # the only architecture this command can time here
-
-
-class PriceError(ValueError):
-    """A price file that cannot be used; the message names the field."""
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,10 @@ def table(result: dict[str, Any]) -> str:
     if choice is None:
         lines.append("**Recommendation:** none (%s)." % rec["why"])
     else:
-        lines.append("**Recommendation:** %d MB on %s, config `%s`: %s per 1M decisions, p99 %.1f ms%s (%s)." % (
-            choice["memory_mb"], choice["arch"], choice["config"], _usd(choice["usd_per_1m_decisions"]),
-            choice["p99_ms"], ", arm64 time estimated" if choice["estimated"] else "", rec["why"]))
+        lines.append("**Recommendation:** %d MB on %s, config `%s`: %s +-%.1f%% per 1M decisions, p99 %.1f ms%s (%s)."
+                     % (choice["memory_mb"], choice["arch"], choice["config"], _usd(choice["usd_per_1m_decisions"]),
+                        100 * choice.get("noise", 0.0), choice["p99_ms"],
+                        ", arm64 time estimated" if choice["estimated"] else "", rec["why"]))
     quota = result["quota"]
     lines.append("CPU quota: %s (%s). Prices of %s; %s" % (quota["mode"], quota["note"], result["prices"]["date"],
                                                        "arm64: " + result["prices"]["arm64_time_basis"]
@@ -88,6 +89,8 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     slo = result["recommendation"]["slo_p99_ms"]
     if slo is not None:
         axes.axvline(slo, color="grey", linestyle=":", label="p99 SLO %g ms" % slo)
+    axes.set_ylim(bottom=0)   # honest axes: a 1% cost difference must look like one
+    axes.set_xlim(left=0)
     axes.set_xlabel("warm p99 latency (ms)")
     axes.set_ylabel("USD per 1M decisions")
     artifact = result["artifact"]

@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.errors import WorkloadError
+
 DEFAULT_WORKLOAD = Path(__file__).resolve().parent / "tune_data" / "workload.jsonl"
 SINGLE_PATH, BATCH_PATH = "v1/systemone", "v1/systemone/batch"
 CONTROLS = ("max_len", "head_max_len", "min_confidence")
 BATCH_CONTROLS = (*CONTROLS, "batch_size", "sort_by_length")
-
-
-class WorkloadError(ValueError):
-    """A workload line that is not a Jev request; the message names the file and line."""
 
 
 @dataclass(frozen=True)

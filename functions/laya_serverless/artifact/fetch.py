@@ -6,10 +6,11 @@ whose hash matches or download and check a fresh one. Nothing is parsed until th
 has been verified, and what is parsed is read through the handles that were verified (`cache`); a
 file in the cached artifact that its manifest does not list refuses it.
 With `graph_in_memory` the graph streams into an anonymous memory file
-(`memfd_create`), hashed on the way, and the session opens it there: a checkpoint's FP32 graph
-(626 MiB for ModernBERT-base) is larger than Lambda's 512 MB `/tmp`, which SnapStart caps whatever
-the function configures. Bytes in Python would cost a second copy while onnxruntime parses them
-(peak 1.9 GB against 0.8 GB from a file, measured on the ModernBERT-base shape).
+(`memfd_create`; from S3 in parallel ranged parts, `transfer`), hashed on the way, and the session opens it
+there: a checkpoint's FP32 graph (626 MiB for the ModernBERT-base shape, 1,607 MiB for the published
+ModernBERT-large) is larger than Lambda's 512 MB `/tmp`, which SnapStart caps whatever the function configures.
+Bytes in Python would cost a second copy while onnxruntime parses them (peak 1.9 GB against 0.8 GB from a file,
+measured on the ModernBERT-base shape).
 """
 
 from __future__ import annotations
@@ -41,9 +42,17 @@ DEFAULT_CACHE_DIR = default_cache_dir()  # per user, 0700 (`cache.private_cache`
 _ARTIFACT_ID = re.compile(r"^[0-9a-f]{64}$")
 
 
+def missing_folder(store: ObjectStore) -> str | None:
+    """Why a local store cannot hold anything: its folder does not exist (a typo), said as such."""
+    root = getattr(store, "root", None)
+    return "the store folder %s does not exist" % root if isinstance(root, Path) and not root.is_dir() else None
+
+
 def published_id(store: ObjectStore, checkpoint: str, target: str) -> str:
     """The artifact id the pointer for (checkpoint, target) names."""
     found = store.read(pointer_key(checkpoint, target))
+    if found is None and missing_folder(store):
+        raise ArtifactError(missing_folder(store))
     if found is None:
         raise ArtifactError("no artifact is published for checkpoint %r, target %r in %s"
                             % (checkpoint, target, store.uri))

@@ -29,6 +29,8 @@ GRAPH_OUTPUTS = ("logits", "act_logits")
 DEFAULT_MAX_LEN = 512
 DEFAULT_HEAD_MAX_LEN = 192
 TEMP_MIN, TEMP_MAX = 0.5, 5.0
+# ONNX Runtime's graph-optimization levels, named as `onnxruntime.GraphOptimizationLevel` names them.
+LOAD_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_EXTENDED", "ORT_ENABLE_ALL")
 
 
 def clamp_temperature(value: Any) -> float:
@@ -63,6 +65,17 @@ class DecodeConfig:
     temperature_by_options: dict[str, float] = field(default_factory=dict)
     optimized_offline: bool = False
     max_positions: int | None = None  # the encoder's position limit (`artifact.positions`), None: no table
+    # The level a session must open the graph at, when the build says (a graph stored compactly, whose Casts
+    # back to FP32 are folded at load: `export/compact.py`); None: `session_level`'s default.
+    load_optimization: str | None = None
+
+    @property
+    def session_level(self) -> str:
+        """The graph-optimization level to open the graph at: the recorded one, else none for a graph optimized
+        offline (it would only spend cold-start time) and ORT's full optimization for a raw export."""
+        if self.load_optimization is not None:
+            return self.load_optimization
+        return "ORT_DISABLE_ALL" if self.optimized_offline else "ORT_ENABLE_ALL"
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> DecodeConfig:
@@ -82,6 +95,7 @@ class DecodeConfig:
                              clamp_temperature(temps[2])),
                 temperature_by_options={str(k): clamp_temperature(v) for k, v in by_options.items()},
                 optimized_offline=bool(raw.get("optimized_offline", False)),
+                load_optimization=_load_level(raw.get("load_optimization")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError("decode config is malformed: %s" % exc) from exc
@@ -101,27 +115,42 @@ class DecodeConfig:
         return cls.from_dict(raw)
 
 
+def _load_level(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value in LOAD_LEVELS:
+        return value
+    raise ArtifactError("decode config: 'load_optimization' must be one of %s, got %r"
+                        % (", ".join(LOAD_LEVELS), value))
+
+
 def write_decode_config(artifact_dir: Path, *, special: SpecialTokens, max_len: int, head_max_len: int,
                         temperature: list[float], temperature_by_options: dict[str, float],
-                        optimized_offline: bool = False) -> Path:
+                        optimized_offline: bool = False, load_optimization: str | None = None) -> Path:
     """Write `decode_config.json` with the checkpoint's values as shipped.
 
     Temperatures are kept unclamped: the runtime clamps them at load, as upstream does, so the
-    artifact records what the checkpoint said."""
-    raw = {"max_len": int(max_len), "head_max_len": int(head_max_len), "temperature": list(temperature),
-           "temperature_by_options": dict(temperature_by_options), "special_tokens": asdict(special),
-           "optimized_offline": bool(optimized_offline)}
+    artifact records what the checkpoint said. `load_optimization` is written only when set, so the configs
+    of graphs that need no particular level keep their bytes."""
+    raw: dict[str, Any] = {
+        "max_len": int(max_len), "head_max_len": int(head_max_len), "temperature": list(temperature),
+        "temperature_by_options": dict(temperature_by_options), "special_tokens": asdict(special),
+        "optimized_offline": bool(optimized_offline)}
+    if load_optimization is not None:
+        raw["load_optimization"] = load_optimization
     DecodeConfig.from_dict(raw)  # what is written must read back
     path = Path(artifact_dir) / DECODE_CONFIG_FILE
     path.write_text(json.dumps(raw, indent=2) + "\n", encoding="utf-8")
     return path
 
 
-def copy_decode_config(source_dir: Path, artifact_dir: Path, *, optimized_offline: bool) -> Path:
-    """The decode config of `source_dir` written into `artifact_dir`, saying whether its graph was optimized offline."""
+def copy_decode_config(source_dir: Path, artifact_dir: Path, *, optimized_offline: bool,
+                       load_optimization: str | None = None) -> Path:
+    """The decode config of `source_dir` written into `artifact_dir`, saying whether its graph was optimized offline
+    and the level a session must open it at, if any."""
     raw = json.loads((Path(source_dir) / DECODE_CONFIG_FILE).read_text(encoding="utf-8"))
     config = DecodeConfig.from_dict(raw)
     return write_decode_config(artifact_dir, special=config.special, max_len=config.max_len,
                                head_max_len=config.head_max_len, temperature=raw.get("temperature", [1.0] * 3),
                                temperature_by_options=raw.get("temperature_by_options") or {},
-                               optimized_offline=optimized_offline)
+                               optimized_offline=optimized_offline, load_optimization=load_optimization)

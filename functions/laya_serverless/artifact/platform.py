@@ -126,6 +126,32 @@ def proven_for_class(manifest: Manifest, kernels: str) -> bool:
     return False
 
 
+def onnxruntime_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
+
+
+def gated_elsewhere(manifest: Manifest, artifact_id: str, have: str | None = None) -> str | None:
+    """Why the artifact's gate does not hold under this process's onnxruntime (`have`, default the imported one),
+    or None: its answers were proven under the exact onnxruntime its manifest records (`tools`), and kernels and
+    graph optimizations change between versions, as the GPU path already refuses. A manifest that records none
+    (built before it did) is not refused."""
+    tools = manifest.raw.get("tools")
+    wanted = tools.get("onnxruntime") if isinstance(tools, dict) else None
+    if not isinstance(wanted, str):
+        return None
+    have = have or onnxruntime_version()
+    if wanted == have:
+        return None
+    recorded = manifest.raw.get("runtime")
+    runtime: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    return ("artifact %s was gated under onnxruntime %s (lock sha256 %s) and this process runs onnxruntime %s; "
+            "answers are proven for one exact configuration. Serve it with the runtime it was gated on (the layer "
+            "built from that lock), or rebuild it with this one" % (
+                artifact_id[:12], wanted, str(runtime.get("sha256") or "not recorded")[:12], have))
+
+
 def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here: dict[str, Any]) -> str | None:
     """Why the artifact's gate does not hold on the CPU `here`, or None when it does: gated on this CPU's int8
     kernel class, proven for it at build time (emulated), or re-gated here (a gate record)."""
@@ -143,7 +169,6 @@ def unproven_here(manifest: Manifest, artifact_id: str, store: ObjectStore, here
             % (artifact_id[:12], wanted, built.get("model", "?"), have, here.get("model", "?"), record))
 
 
-__all__ = ["ARM64_CLASSES", "ARM64_NONE", "cpu_profile", "gate_record", "gate_record_key", "int8_kernels", "is_int8",
-           "proven_by_record",
-           "proven_for_class",
-           "record_refusal", "unproven_here"]
+__all__ = ["ARM64_CLASSES", "ARM64_NONE", "cpu_profile", "gate_record", "gate_record_key", "gated_elsewhere",
+           "int8_kernels", "is_int8", "onnxruntime_version", "proven_by_record", "proven_for_class", "record_refusal",
+           "unproven_here"]

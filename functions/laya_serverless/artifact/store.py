@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import ArtifactError, StorageUnavailable
+from .transfer import DEFAULT_PARTS, DownloadParts, download_parts
 
 DEFAULT_LOCAL_STORE = ".laya-store"
 _CHUNK = 1 << 20
@@ -170,10 +171,11 @@ class LocalStore:
 
 
 class S3Store:
-    """`s3://bucket/prefix` through an injected boto3 S3 client; S3 conditional writes do the locking."""
+    """`s3://bucket/prefix` through an injected boto3 S3 client; S3 conditional writes do the locking. Downloads go
+    in ranged parts, several at once (`parts`; `transfer`)."""
 
-    def __init__(self, bucket: str, prefix: str, client: Any) -> None:
-        self.bucket, self.prefix, self.client = bucket, prefix.strip("/"), client
+    def __init__(self, bucket: str, prefix: str, client: Any, parts: DownloadParts = DEFAULT_PARTS) -> None:
+        self.bucket, self.prefix, self.client, self.parts = bucket, prefix.strip("/"), client, parts
         self.uri = "s3://%s/%s" % (bucket, self.prefix)
 
     def _key(self, key: str) -> str:
@@ -203,8 +205,7 @@ class S3Store:
 
     def download(self, key: str, destination: Path) -> str:
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
-            return _copy_hashing(body.iter_chunks(_CHUNK), destination)
+            return download_parts(self.client, self.bucket, self._key(key), destination, self.parts)
         except Exception as exc:
             raise ArtifactError("cannot download %s/%s: %s" % (self.uri, key, exc)) from exc
 
@@ -244,8 +245,9 @@ class S3Store:
         return sorted(keys)
 
 
-def open_store(uri: str | Path, s3_client: Any = None) -> ObjectStore:
-    """`s3://bucket/prefix` (boto3's default client unless one is given) or a local folder path."""
+def open_store(uri: str | Path, s3_client: Any = None, parts: DownloadParts = DEFAULT_PARTS) -> ObjectStore:
+    """`s3://bucket/prefix` (boto3's client unless one is given, with a connection per concurrent part) or a local
+    folder path."""
     text = str(uri)
     if text.startswith("s3://"):
         bucket, _, prefix = text[len("s3://"):].partition("/")
@@ -253,9 +255,10 @@ def open_store(uri: str | Path, s3_client: Any = None) -> ObjectStore:
             raise ArtifactError("store URI %r names no bucket" % text)
         if s3_client is None:
             import boto3
+            from botocore.config import Config
 
-            s3_client = boto3.client("s3")
-        return S3Store(bucket, prefix, s3_client)
+            s3_client = boto3.client("s3", config=Config(max_pool_connections=max(10, parts.concurrency)))
+        return S3Store(bucket, prefix, s3_client, parts)
     if "://" in text:
         raise ArtifactError("store URI %r: use s3://bucket/prefix or a local folder" % text)
     return LocalStore(text)

@@ -18,21 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, missing_folder
 from ..artifact.gpu import cpu_retry_proven, gpu_profile, unproven_on_this_gpu
 from ..artifact.manifest import Manifest
-from ..artifact.platform import cpu_profile, int8_kernels, unproven_here
-from ..artifact.store import ObjectStore, open_store
+from ..artifact.platform import cpu_profile, gated_elsewhere, int8_kernels, unproven_here
+from ..artifact.store import ObjectStore, open_store, pointer_key
 from ..artifact.targets import FALLBACK_TARGET
-from ..artifact.trust import trusted_artifact
+from ..artifact.trust import load_keys, pin_key, trusted_artifact
 from ..core.cpu_share import CpuShare, size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, ONNXRUNTIME, Placement, require_device
 from ..core.session import Threads
-from ..errors import ArtifactError, DeviceUnavailable, StorageUnavailable
+from ..errors import ArtifactError, DeviceUnavailable, SettingsError, StorageUnavailable
 from ..protocol.deployment import Deployment, ServedOn
 from ..protocol.routing import Registry, canonical_name
-from ..settings import DeploymentSettings
+from ..settings import ARTIFACT_KEYS, DeploymentSettings
 
 _log = logging.getLogger("laya_serverless")
 UNAVAILABLE = "the model artifacts are not available (missing or refused by verification); try again later"
@@ -74,24 +74,46 @@ def _load_on_device(store: ObjectStore, stored: str, settings: DeploymentSetting
 
 def choose_artifact(store: ObjectStore, stored: str, settings: DeploymentSettings,
                     here: dict[str, Any]) -> tuple[str, tuple[bytes, Manifest], dict[str, str] | None]:
-    """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where its gate holds here,
-    else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest decides first: an
-    int8 artifact unproven here is refused before its graph moves."""
-    artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
-                                             settings.artifact_pins)
+    """The CPU artifact to serve for `stored` on the CPU `here`: the configured target where it is published and its
+    gate holds here, else the checkpoint's cpu-fp32 (with why, as `target_fallbacks` reports it). The manifest
+    decides first: an int8 artifact unproven here is refused before its graph moves."""
+    try:
+        artifact_id, manifest = trusted_artifact(store, stored, settings.target, settings.artifact_keys,
+                                                 settings.artifact_pins)
+    except ArtifactError:
+        if settings.target == FALLBACK_TARGET or _published(store, stored, settings):
+            raise   # a refused artifact (signature, manifest, binding) is never stepped around
+        # The quickstart publishes cpu-fp32 alone: a cpu-int8 deployment serves the best target present.
+        missing = "no %s artifact is published for %s" % (settings.target, stored)
+        _log.info("%s; serving %s/%s", missing, stored, FALLBACK_TARGET)
+        return _fallback(store, stored, settings, missing)
+    mismatch = gated_elsewhere(manifest[1], artifact_id)
+    if mismatch is not None:  # no fallback: the FP32 artifact was gated under the same other runtime
+        raise ArtifactError(mismatch)
     refused = unproven_here(manifest[1], artifact_id, store, here)
     if refused is None:
         return artifact_id, manifest, None
     if settings.target == FALLBACK_TARGET:
         raise ArtifactError(refused)
     _log.warning("%s; serving %s/%s instead", refused, stored, FALLBACK_TARGET)
+    return _fallback(store, stored, settings, refused)
+
+
+def _published(store: ObjectStore, stored: str, settings: DeploymentSettings) -> bool:
+    """Whether (stored, target) is pinned or has a pointer (or the store is missing): only an absent pointer in a
+    store that exists makes way for cpu-fp32."""
+    return (pin_key(stored, settings.target) in settings.artifact_pins or missing_folder(store) is not None
+            or store.read(pointer_key(stored, settings.target)) is not None)
+
+
+def _fallback(store: ObjectStore, stored: str, settings: DeploymentSettings,
+              why: str) -> tuple[str, tuple[bytes, Manifest], dict[str, str]]:
     try:
         artifact_id, manifest = trusted_artifact(store, stored, FALLBACK_TARGET, settings.artifact_keys,
                                                  settings.artifact_pins)
     except ArtifactError as exc:
-        raise ArtifactError("%s; and no %s artifact to serve instead: %s"
-                            % (refused, FALLBACK_TARGET, exc)) from exc
-    return artifact_id, manifest, {"served": FALLBACK_TARGET, "reason": refused}
+        raise ArtifactError("%s; and no %s artifact to serve instead: %s" % (why, FALLBACK_TARGET, exc)) from exc
+    return artifact_id, manifest, {"served": FALLBACK_TARGET, "reason": why}
 
 
 def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], settings: DeploymentSettings,
@@ -99,8 +121,9 @@ def open_artifact(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     """Fetch a chosen CPU artifact verified and open its decider."""
     fetched = fetch_verified(store, artifact_id, manifest, cache, settings.graph_in_memory)
     try:  # fetch verified every file
+        memory = fetched.graph_in_memory   # freed once parsed: not held beside the session's copies at INIT
         decider = Decider.from_artifact(fetched.directory, threads=threads, verify=False, graph=fetched.graph,
-                                        files=fetched.files)
+                                        files=fetched.files, release_graph=memory.close if memory else None)
     finally:
         fetched.release()
     return decider, fetched.manifest
@@ -176,25 +199,31 @@ class Assembled:
     loaded: Loaded
     store: ObjectStore
     unavailable: str | None = None
+    detail: str | None = None   # the refusal itself, paths included: for a local edge's one line, never callers
 
 
 def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None = None,
                         placement: Placement = ONNXRUNTIME, cpu: CpuReader = cpu_profile,
-                        processes: int = 1) -> Assembled:
+                        processes: int = 1, log_refusal: bool = True) -> Assembled:
     """The deployment of `settings` (see the module's docstring), for the app and the jobs worker alike, over the
     process's one `store` (opened here from `settings.store` when the edge passed none)."""
-    store = open_store(settings.store) if store is None else store
+    store = open_store(settings.store, parts=settings.download_parts) if store is None else store
+    if settings.artifact_keys:  # a key that cannot be loaded is the configuration's fault: refused at start
+        try:
+            load_keys(settings.artifact_keys)
+        except ArtifactError as exc:
+            raise SettingsError("invalid %s: %s" % (ARTIFACT_KEYS, exc)) from None
     try:
         loaded = load_deciders(settings, store, placement, cpu=cpu, processes=processes)
     except (ArtifactError, OSError) as exc:
-        _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
+        if log_refusal:  # a local edge says it in its own one line instead
+            _log.error("cannot load the deployed artifacts from %s: %s", settings.store, exc)  # expected: no traceback
         observe.metric(observe.REFUSED_ARTIFACTS)
         # A device refusal names only providers and GPU models, and says what to fix: it is the answer.
         why = str(exc) if isinstance(exc, DeviceUnavailable) else (
             STORAGE_UNAVAILABLE if isinstance(exc, StorageUnavailable | OSError) else UNAVAILABLE)
-        return Assembled(None, Registry(), Loaded(), store, why)
-    if loaded.fallbacks:  # an int8 artifact refused on this CPU, its FP32 one served
-        observe.metric(observe.REFUSED_ARTIFACTS, len(loaded.fallbacks))
+        return Assembled(None, Registry(), Loaded(), store, why, str(exc))
+    if loaded.fallbacks:  # an int8 artifact unproven on this CPU, its FP32 one served: a fallback, not a refusal
         observe.metric(observe.TARGET_FALLBACKS, len(loaded.fallbacks))
 
     def reload() -> tuple[dict[str, Decider], dict[str, str | None]]:
@@ -205,7 +234,10 @@ def assemble_deployment(settings: DeploymentSettings, store: ObjectStore | None 
             deployment.served_on.artifacts = again.served_on.artifacts
         return again.deciders, again.revisions
 
-    registry = Registry({name: name for name in loaded.deciders if name not in Registry().sources})
+    # routing.repo names what serves: the stored checkpoint (`demo`, a user's folder, a hub id), never upstream's
+    # bundle for a checkpoint that is not it.
+    served = loaded.served_on.artifacts if loaded.served_on is not None else {}
+    registry = Registry({name: served[name][0] if name in served else name for name in loaded.deciders})
     deployment = Deployment(loaded.deciders, registry, settings.default_model, loaded.revisions, reload,
                             loaded.fallbacks, loaded.served_on)
     return Assembled(deployment, registry, loaded, store)

@@ -6,6 +6,12 @@ gated. So after every restore the class is read again; when it differs, each che
 chosen again for the new class (its int8 where the gate covers that class, else its cpu-fp32), and a
 changed choice is fetched, verified and swapped in before the first request. Each switch is kept in
 the deployment's `served_on.class_switches` (`/health`) and counted in the `ClassSwitches` metric.
+
+A restore's hooks have 10 s, and at the published checkpoints' size fetching and opening a graph takes
+longer (a 0.84 GB compact graph: tens of seconds), so a switch fetches at most `fetch_budget` bytes; past
+it the checkpoint cannot be served here, and the caller withdraws the instance (503, saying why) rather
+than let the hook time out. Under SnapStart such a checkpoint should serve an artifact that holds on every
+class: its cpu-fp32, or an int8 whose build proved the other classes (docs/operations.md, SnapStart).
 """
 
 from __future__ import annotations
@@ -16,21 +22,30 @@ from typing import Any
 
 from .. import observe
 from ..artifact.fetch import DEFAULT_CACHE_DIR
+from ..artifact.manifest import Manifest
 from ..artifact.platform import int8_kernels
 from ..artifact.store import ObjectStore
 from ..core.providers import CPU
+from ..errors import ArtifactError
 from ..protocol.deployment import Deployment
 from ..settings import DeploymentSettings
 from .loader import choose_artifact, open_artifact
 
 _log = logging.getLogger("laya_serverless")
+# What a restore may fetch and open within its hooks' 10 s: a demo-sized graph, never a published checkpoint's.
+RESTORE_FETCH_BUDGET = 256 * 2**20
+
+
+def artifact_bytes(manifest: Manifest) -> int:
+    return sum(int(entry["bytes"]) for entry in manifest.files.values())
 
 
 def recheck_class(deployment: Deployment, settings: DeploymentSettings, here: dict[str, Any],
-                  store: ObjectStore) -> list[dict[str, str]]:
+                  store: ObjectStore, fetch_budget: int | None = None) -> list[dict[str, str]]:
     """Choose every checkpoint's artifact again for the CPU `here` when its int8 class is not the one the
     deployment's artifacts were chosen for; the switches made. `ArtifactError` when a checkpoint has nothing
-    this class may serve (the caller must then stop serving it)."""
+    this class may serve, or (`fetch_budget`, bytes) only an artifact too large to fetch now: the caller must
+    then stop serving it."""
     served = deployment.served_on
     now = int8_kernels(here)
     if served is None or settings.device != CPU or now == served.cpu_class:
@@ -42,6 +57,11 @@ def recheck_class(deployment: Deployment, settings: DeploymentSettings, here: di
         chosen, manifest, fallback = choose_artifact(store, stored, settings, here)
         if chosen == artifact_id:  # its gate covers both classes (or it is FP32): nothing to change
             continue
+        size = artifact_bytes(manifest[1])
+        if fetch_budget is not None and size > fetch_budget and name in deployment.deciders:
+            raise ArtifactError("restored on %s int8 kernels, where %s must serve artifact %s (%s, %d MB), more than "
+                                "a restore fetches (%d MB); serve an artifact that holds on every class under SnapStart"
+                                % (now, name, chosen[:12], manifest[1].target, size // 2**20, fetch_budget // 2**20))
         if name in deployment.deciders:  # an idle-unloaded deployment chooses again when it reloads
             decider, proven = open_artifact(store, chosen, manifest, settings, cache, threads)
             deployment.swap(name, decider, proven.revision, fallback)
@@ -59,4 +79,4 @@ def recheck_class(deployment: Deployment, settings: DeploymentSettings, here: di
     return switches
 
 
-__all__ = ["recheck_class"]
+__all__ = ["RESTORE_FETCH_BUDGET", "artifact_bytes", "recheck_class"]

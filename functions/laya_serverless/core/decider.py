@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,13 +13,17 @@ from typing import Any
 import numpy as np
 
 from .. import observe
-from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified, published_id, read_manifest
+from ..artifact.cpu import cpu_profile
+from ..artifact.fetch import DEFAULT_CACHE_DIR, fetch_verified
+from ..artifact.gpu import gpu_profile, unproven_on_this_gpu
 from ..artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from ..artifact.manifest import verify_artifact
+from ..artifact.platform import gated_elsewhere, unproven_here
 from ..artifact.positions import graph_positions
 from ..artifact.store import open_store
 from ..artifact.targets import CPU_INT8
-from ..errors import InferenceError, StateError
+from ..artifact.trust import trusted_artifact
+from ..errors import ArtifactError, InferenceError, StateError
 from .abstention import Threshold, apply_abstention, check_min_confidence
 from .controls import check_batch_size, check_budget, check_position_limit
 from .decode import MODEL_NAME, build_answer, option_probabilities, softmax_rows, temperature_for
@@ -27,7 +31,7 @@ from .fallback import open_decision_session, request_scope
 from .providers import CPU, ONNXRUNTIME, Placement, device_of_target
 from .questions import Question, parse_questions
 from .sequence import Row, build_row, encode_state
-from .session import DecisionSession, Feeds, Threads, collate
+from .session import DecisionSession, Feeds, Loading, Threads, collate
 from .tokenize import TextEncoder
 
 # Upstream sorts states by length inside windows of this many passes.
@@ -45,7 +49,8 @@ class Decider:
     @classmethod
     def from_artifact(cls, artifact_dir: str | Path, threads: Threads = None, verify: bool = True, *,
                       device: str = CPU, cpu_retry: bool = False, placement: Placement = ONNXRUNTIME,
-                      graph: Path | None = None, files: Mapping[str, Path] | None = None) -> Decider:
+                      graph: Path | None = None, files: Mapping[str, Path] | None = None,
+                      release_graph: Callable[[], None] | None = None) -> Decider:
         """Open an artifact directory: graph, tokenizer and decode config.
 
         With `verify` (the default) the manifest and the hash of every file are checked first,
@@ -53,7 +58,8 @@ class Decider:
         `device` is where the session must run (`core.providers`: refused, never moved, when it cannot);
         `cpu_retry` lets a GPU out-of-memory request run again on the CPU (`core.fallback`); `graph`, the graph
         where the fetch kept it (in memory, `artifact.fetch.MemoryFile`), if not in the directory; `files`, where
-        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified).
+        to read each verified file (`artifact.fetch.Fetched.files`: the handles that were verified);
+        `release_graph`, what frees the graph's bytes, called as soon as onnxruntime has parsed them (a CPU session).
         """
         path = Path(artifact_dir)
         if verify:
@@ -62,21 +68,35 @@ class Decider:
         graph = graph or files.get(GRAPH_FILE)
         config = DecodeConfig.load(path, files.get(DECODE_CONFIG_FILE))
         encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
-        with observe.span(observe.SESSION):
-            session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads,
-                                            optimized_offline=config.optimized_offline, cpu_retry=cpu_retry,
-                                            placement=placement)
+        # read before the session: the graph's bytes may be released while it is made
         config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
+        loading = Loading(config.session_level, release_graph)
+        with observe.span(observe.SESSION):
+            session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads, loading=loading,
+                                            cpu_retry=cpu_retry, placement=placement)
         return cls(session, encoder, config)
 
     @classmethod
     def from_store(cls, uri: str | Path, checkpoint: str, target: str = CPU_INT8, *,
                    cache_dir: str | Path = DEFAULT_CACHE_DIR, threads: Threads = None,
-                   s3_client: Any = None) -> Decider:
-        """Resolve the published artifact of (checkpoint, target), fetch it verified, and open it."""
+                   s3_client: Any = None, keys: Sequence[str] = (),
+                   here: Callable[[], dict[str, Any]] | None = None) -> Decider:
+        """Resolve the published artifact of (checkpoint, target) as the server does, fetch it verified, and open it.
+
+        `keys` (KMS key ARNs or PEM public-key files, what `LAYA_ARTIFACT_KEYS` holds): its signature and the
+        latest signed release are required. Always: its manifest must name (checkpoint, target) with a passing
+        gate, and an int8 artifact whose gate never covered this CPU's int8 kernels (`here`, default this CPU's
+        profile) is refused, as is a cuda one on a GPU it was not gated on."""
         store = open_store(uri, s3_client=s3_client)
-        artifact_id = published_id(store, checkpoint, target)
-        fetched = fetch_verified(store, artifact_id, read_manifest(store, artifact_id), Path(cache_dir))
+        artifact_id, manifest = trusted_artifact(store, checkpoint, target, tuple(keys))
+        if device_of_target(target) == CPU:
+            refused = gated_elsewhere(manifest[1], artifact_id) or unproven_here(
+                manifest[1], artifact_id, store, (here or cpu_profile)())
+        else:
+            refused = unproven_on_this_gpu(manifest[1], artifact_id, store, (here or gpu_profile)())
+        if refused is not None:
+            raise ArtifactError(refused)
+        fetched = fetch_verified(store, artifact_id, manifest, Path(cache_dir))
         try:  # fetch verified every file, and they are read through its handles; a cuda-* target opens on the GPU
             return cls.from_artifact(fetched.directory, threads=threads, verify=False, device=device_of_target(target),
                                      files=fetched.files)
@@ -113,6 +133,16 @@ class Decider:
                 results = self._answer(list(states), parsed, width, head_width, batch_size, sort_by_length)
         apply_abstention(results, threshold)
         return results
+
+    def check_budgets(self, questions: dict[str, Any], max_len: int | None = None,
+                      head_max_len: int | None = None) -> None:
+        """Refuse what `predict_batch` would refuse of these budgets for every state, before any state runs: past
+        the encoder's positions, or too small for the questions' option markers (a job checks at submission)."""
+        width = check_budget("max_len", max_len) or self.config.max_len
+        head_width = check_budget("head_max_len", head_max_len) or self.config.head_max_len
+        check_position_limit("max_len", max_len, self.config.max_positions)
+        check_position_limit("head_max_len", head_max_len, self.config.max_positions)
+        self.rows_for("", parse_questions(questions), width, head_width)  # the markers depend on the questions only
 
     def rows_for(self, state: Any, questions: Sequence[Question], max_len: int, head_max_len: int) -> list[Row]:
         """One state's rows, its text tokenized once for every question."""

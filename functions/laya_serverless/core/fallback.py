@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DeviceOutOfMemory, InferenceError
 from .providers import CPU, ONNXRUNTIME, Placement, ProviderSession, open_session
-from .session import DecisionSession, Feeds, Threads
+from .session import RAW_EXPORT, DecisionSession, Feeds, Loading, Threads
 
 _log = logging.getLogger("laya_serverless")
 # How onnxruntime's CUDA provider words an allocation failure (BFC arena, cudaMalloc, cuBLAS/cuDNN workspaces).
@@ -104,16 +104,18 @@ class DeviceSession:
         return self._cpu_run(feeds)
 
 
-def open_decision_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
+def open_decision_session(graph: Path, device: str, *, threads: Threads = None, loading: Loading = RAW_EXPORT,
                           cpu_retry: bool = False, placement: Placement = ONNXRUNTIME) -> DecisionSession:
     """The session a decider runs: a plain CPU session, or a `DeviceSession` on the GPU (with a CPU retry when
     `cpu_retry`, which the caller grants only where the artifact's gate proved the graph on the CPU)."""
-    primary = open_session(graph, device, threads=threads, optimized_offline=optimized_offline, placement=placement)
     if device == CPU:
-        return primary
+        return open_session(graph, device, threads=threads, loading=loading, placement=placement)
+    # a GPU session may reopen its graph on the CPU later (the retry): nothing is freed after the first parse
+    loading = replace(loading, after_parse=None)
+    primary = open_session(graph, device, threads=threads, loading=loading, placement=placement)
 
     def cpu() -> DecisionSession:
-        return open_session(graph, CPU, threads=threads, optimized_offline=optimized_offline, placement=placement)
+        return open_session(graph, CPU, threads=threads, loading=loading, placement=placement)
 
     return DeviceSession(primary, device, cpu if cpu_retry else None)
 

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ..artifact import targets
 from ..errors import DeviceUnavailable
-from .session import DecisionSession, OnnxDecisionSession, ProviderSpec, Threads
+from .session import RAW_EXPORT, DecisionSession, Loading, OnnxDecisionSession, ProviderSpec, Threads
 
 CPU, CUDA = "cpu", "cuda"
 DEVICES = (CPU, CUDA)
@@ -31,12 +31,13 @@ class ProviderSession(DecisionSession, Protocol):
     def active_providers(self) -> list[str]: ...
 
 
-OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, bool], ProviderSession]
+# (graph, providers, threads, how to load it: level and what to free once parsed) -> a session
+OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, Loading], ProviderSession]
 
 
-def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads,
-               optimized_offline: bool) -> ProviderSession:
-    return OnnxDecisionSession(graph, threads=threads, optimized_offline=optimized_offline, providers=providers)
+def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads, loading: Loading) -> ProviderSession:
+    return OnnxDecisionSession(graph, threads=threads, level=loading.level, providers=providers,
+                               after_parse=loading.after_parse)
 
 
 def _offered() -> list[str]:
@@ -83,14 +84,14 @@ def require_device(device: str, placement: Placement = ONNXRUNTIME) -> None:
             "(and not onnxruntime beside it) on a machine with an NVIDIA GPU" % (CUDA_PROVIDER, ", ".join(offered)))
 
 
-def open_session(graph: Path, device: str, *, threads: Threads = None, optimized_offline: bool = False,
+def open_session(graph: Path, device: str, *, threads: Threads = None, loading: Loading = RAW_EXPORT,
                  placement: Placement = ONNXRUNTIME) -> ProviderSession:
     """A session over `graph` that really runs on `device`, or `DeviceUnavailable` saying why not."""
     requested = providers_for(device)
     if device == CPU:
-        return placement.open(graph, requested, threads, optimized_offline)
+        return placement.open(graph, requested, threads, loading)
     require_device(device, placement)
-    session = placement.open(graph, requested, threads, optimized_offline)
+    session = placement.open(graph, requested, threads, loading)
     active = session.active_providers()
     if CUDA_PROVIDER not in active:
         raise DeviceUnavailable(

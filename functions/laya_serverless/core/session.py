@@ -6,7 +6,7 @@ tests can hand it a fake, and a CUDA or other provider is a different session, n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,22 +73,58 @@ class Threading:
 Threads = int | Threading | None
 
 
+@dataclass(frozen=True)
+class Loading:
+    """How a session opens its graph: at which graph-optimization level (a `layout.LOAD_LEVELS` name;
+    `DecodeConfig.session_level` says which an artifact needs) and what to call once onnxruntime has parsed the
+    graph, before it initializes the session: freeing an in-memory graph there keeps its bytes from sitting
+    beside the session's own copies at the INIT peak (docs/artifacts.md#loading-a-graph-held-in-memory)."""
+
+    level: str = "ORT_ENABLE_ALL"
+    after_parse: Callable[[], None] | None = None
+
+
+RAW_EXPORT = Loading()  # a raw export's: ORT's full optimization, nothing to free
+
+
+def _inference_session(graph_path: Path, options: Any, providers: list[Any],
+                       after_parse: Callable[[], None] | None) -> Any:
+    """onnxruntime's session; with `after_parse`, its two steps (parse, then initialize), which the public
+    constructor runs back to back, are run apart and `after_parse` is called between them."""
+    import onnxruntime as ort
+
+    if after_parse is None or not hasattr(ort.InferenceSession, "_from_initialized_c_session"):
+        session = ort.InferenceSession(str(graph_path), sess_options=options, providers=providers)
+        if after_parse is not None:
+            after_parse()
+        return session
+    from onnxruntime.capi import _pybind_state as c_api
+    from onnxruntime.capi.onnxruntime_inference_collection import check_and_normalize_provider_args
+
+    names, provider_options = check_and_normalize_provider_args(providers, None, c_api.get_available_providers())
+    parsed = c_api.InferenceSession(options, str(graph_path), True, False)  # the graph parsed, not yet initialized
+    after_parse()
+    parsed.initialize_session(names, provider_options, set())
+    return ort.InferenceSession._from_initialized_c_session(parsed)
+
+
 class OnnxDecisionSession:
     """An ONNX Runtime session over an exported decision graph: on the CPU unless `providers` says otherwise
     (`core.providers` chooses them and checks where the session really landed)."""
 
     def __init__(self, graph_path: Path, threads: Threads = None, optimized_offline: bool = False,
-                 providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",)) -> None:
+                 providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",), level: str | None = None,
+                 after_parse: Callable[[], None] | None = None) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         # Denormal floats as zero (FTZ/DAZ on onnxruntime's threads): softmax outputs of long states fall into
         # the denormal range, where x86 arithmetic is many times slower; flushing them moves no probability.
         options.add_session_config_entry(DENORMALS_AS_ZERO, "1")
-        # A graph optimized when the artifact was built is run as is: optimizing it again would
-        # only spend cold-start time. A raw export gets ORT's full optimization here.
-        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if optimized_offline
-                                            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        # `level`, the artifact's recorded one (`DecodeConfig.session_level`), wins; else a graph optimized when the
+        # artifact was built is run as is (optimizing it again would only spend cold-start time), a raw export fully.
+        default = "ORT_DISABLE_ALL" if optimized_offline else "ORT_ENABLE_ALL"
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level or default)
         threading = threads if isinstance(threads, Threading) else Threading(threads or None)
         if threading.intra_op:
             options.intra_op_num_threads = threading.intra_op
@@ -99,8 +135,7 @@ class OnnxDecisionSession:
         if not Path(graph_path).is_file():
             raise ArtifactError("model graph %s is missing" % graph_path)
         try:
-            chosen: list[Any] = list(providers)
-            self._session = ort.InferenceSession(str(graph_path), sess_options=options, providers=chosen)
+            self._session = _inference_session(Path(graph_path), options, list(providers), after_parse)
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
         # The CPU arena goes back to its first chunk after every run: it otherwise keeps the largest pass's memory for

@@ -18,6 +18,7 @@ This module imports no torch: `laya-artifacts parity` replays a golden file on t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ GATE_THREADS = 1
 # Which cases run twice for the bit-identity check: a nondeterministic kernel shows on any case, and running
 # every one twice made the check half of every gate's time (the demo's FP32 gate: 117 s, 66 s with this).
 REPEAT_EVERY = 4
+PROGRESS_EVERY = 10.0  # seconds between a long gate's progress lines
 
 
 @dataclass
@@ -192,7 +194,7 @@ def search_table(search: dict[str, Any]) -> str:
         lines.append("    %-24s %-6s max|dp| %-8.3g p99 %-8.3g hard %-3s %s" % (
             c["name"], "pass" if sel.get("passed") else "fail", sel.get("max_probability_error", float("nan")),
             sel.get("p99_probability_error", float("nan")), sel.get("hard_mismatches", "-"),
-            "%.1f ms (x%.2f)" % (c["speed_ms"], c["speedup"]) if c.get("speed_ms") else c.get("skipped", "")))
+            "%.1f ms (x%.3f)" % (c["speed_ms"], c["speedup"]) if c.get("speed_ms") else c.get("skipped", "")))
     for layer in search.get("layer_sensitivity", []):
         lines.append("    layer %-2d alone: max|dp| %.3g, hard %d" % (
             layer["layer"], layer["max_probability_error"], layer["hard_mismatches"]))
@@ -237,21 +239,33 @@ def _check_refusals(decider: Decider, row: dict[str, Any], report: SplitReport, 
                                % (row["id"], qid, message))
 
 
+def ticker(progress: Callable[[str], None] | None, split: str,
+           every: float = PROGRESS_EVERY) -> Callable[[int, int], None]:
+    """A per-case callback that says `gate SPLIT: DONE/TOTAL cases` at most every `every` seconds, and at the end."""
+    last = [time.monotonic()]
+
+    def tick(done: int, total: int) -> None:
+        if progress is not None and (time.monotonic() - last[0] >= every or done == total):
+            last[0] = time.monotonic()
+            progress("    gate %s: %d/%d cases" % (split, done, total))
+    return tick
+
+
 def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: str, *,
-              repeat: bool = True, stop_above: float | None = None, tolerance: float | None = None,
-              on_case: Callable[[int, SplitReport], None] | None = None) -> SplitReport:
+              repeat: bool = True, tick: Callable[[int, int], None] | None = None,
+              stop_above: float | None = None, tolerance: float | None = None) -> SplitReport:
     """Measure `decider` on golden `rows` (all of one split); `repeat` also checks that two runs of every
-    `REPEAT_EVERY`-th case are bit-identical. With `stop_above` (above the tolerance) gating stops after the
-    first case in which some |dp| or |d act| exceeds it: the split has failed, and its max figures (lower
-    bounds then) already exceed `stop_above` (a search's refusal needs nothing more)."""
+    `REPEAT_EVERY`-th case are bit-identical; `tick(done, total)` follows the cases. With `stop_above` (above
+    the tolerance) gating stops after the first case in which some |dp| or |d act| exceeds it: the split has
+    failed, and its max figures (lower bounds then) already exceed `stop_above` (a search needs nothing more)."""
     report = SplitReport(split=split, tolerance=TOLERANCES[target] if tolerance is None else tolerance)
     if stop_above is not None and stop_above < report.tolerance:
         raise ValueError("stop_above %g is below the tolerance %g: a stopped split could still pass"
                          % (stop_above, report.tolerance))
     config = decider.config
     for index, row in enumerate(rows):
-        if on_case is not None and index:
-            on_case(index, report)  # cases done so far: a long gate says where it is
+        if tick is not None:
+            tick(index, len(rows))
         if stop_above is not None and max(report.max_probability_error, report.max_action_error) > stop_above:
             report.stopped_early = {"cases": index, "of": len(rows), "above": stop_above,
                                     "rule": "refusal certain: a figure exceeded %g; the figures are lower bounds"
@@ -304,6 +318,8 @@ def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: 
                 flip = {"split": split, "case": case, "question": question.qid, "ours": int(ours.argmax()),
                         "reference": int(reference.argmax()), "margin": margin, "abs_dp": p_error}
                 (report.near_tie_flips if margin < 2 * report.tolerance else report.hard_mismatches).append(flip)
+    if tick is not None and not report.stopped_early:
+        tick(len(rows), len(rows))
     if report.cases and not report.rows:
         report.failures.append("no %s row could be compared" % split)
     return report
@@ -318,9 +334,12 @@ def corpus_info(goldens: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,
-                 repeat: bool = True, derivation: dict[str, Any] | None = None) -> GateReport:
-    """Gate an open decider on the golden rows of `splits`; a split without rows fails. With `derivation`
-    (`artifact.tolerance.derivation`) the rows are judged at its derived tolerance, and the report records it."""
+                 repeat: bool = True, progress: Callable[[str], None] | None = None,
+                 derivation: dict[str, Any] | None = None) -> GateReport:
+    """Gate an open decider on the golden rows of `splits`; a split without rows fails. `progress` hears how far
+    each split is (a line every `PROGRESS_EVERY` seconds: a 600-case gate takes minutes on a busy CPU). With
+    `derivation` (`artifact.tolerance.derivation`) the rows are judged at its derived tolerance, and the report
+    records it."""
     if derivation is not None and derivation_refusal(derivation, target, derivation.get("tolerance")):
         raise ValueError(derivation_refusal(derivation, target, derivation.get("tolerance")))
     tolerance = TOLERANCES[target] if derivation is None else float(derivation["tolerance"])
@@ -328,7 +347,8 @@ def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, spli
                         tolerance_derivation=derivation)
     for split in splits:
         rows = [row for row in goldens["rows"] if row_split(row) == split]
-        report.splits[split] = gate_rows(decider, rows, target, split, repeat=repeat, tolerance=tolerance)
+        report.splits[split] = gate_rows(decider, rows, target, split, repeat=repeat, tolerance=tolerance,
+                                         tick=ticker(progress, split))
         if not rows:
             report.splits[split].failures.append("the goldens hold no %s rows" % split)
     return report
@@ -336,9 +356,10 @@ def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, spli
 
 def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,
              repeat: bool = True, threads: int | None = GATE_THREADS, device: str | None = None,
-             derivation: dict[str, Any] | None = None) -> GateReport:
+             progress: Callable[[str], None] | None = None, derivation: dict[str, Any] | None = None) -> GateReport:
     """Gate the artifact in `artifact_dir` (not yet published, so not verified by manifest) against `goldens`,
     on the device its target runs on (a cuda target on the GPU, never moved), or on `device` when given."""
     decider = Decider.from_artifact(artifact_dir, verify=False, threads=threads,
                                     device=device or device_of_target(target))
-    return gate_decider(decider, goldens, target, splits=splits, repeat=repeat, derivation=derivation)
+    return gate_decider(decider, goldens, target, splits=splits, repeat=repeat, progress=progress,
+                        derivation=derivation)

@@ -45,7 +45,7 @@ async def submit_job(request: Request, serve: ServingDep, jobs: JobsDep, authori
     # decision routes: a slow sender holds a reading place of its own address, never a slot.
     async with serve.received(request, authorization) as (deployment, body):
         accepted = await run_in_threadpool(jobs.submit, body, serve.registry, list(deployment.names), None,
-                                           idempotency_key)
+                                           idempotency_key, deployment.deciders)
         return JSONResponse(accepted, status_code=202)
 
 

@@ -14,13 +14,19 @@ from .app import build_app
 from .catalog import CATALOG_STATE
 from .serving import Serving
 
+LOAD_REFUSAL_STATE = "load_refusal"  # app.state: why the deployment did not load, paths included (local edges only)
+
 
 def build_service(settings: Settings, store: ObjectStore | None = None, inline_inference: bool = False,
-                  placement: Placement = ONNXRUNTIME, jobs: JobsPort | None = None) -> FastAPI:
-    """The app over `settings`' deployment; still an app (503s, `/health` not ready) when it cannot be loaded."""
-    assembled = assemble_deployment(settings.deployment, store, placement, processes=settings.jobs.local_processes)
+                  placement: Placement = ONNXRUNTIME, jobs: JobsPort | None = None,
+                  log_refusal: bool = True) -> FastAPI:
+    """The app over `settings`' deployment; still an app (503s, `/health` not ready) when it cannot be loaded.
+    `log_refusal=False`: the edge reports a refusal itself (`LOAD_REFUSAL_STATE`), in one line."""
+    assembled = assemble_deployment(settings.deployment, store, placement, processes=settings.jobs.local_processes,
+                                    log_refusal=log_refusal)
     serve = Serving(settings, assembled.deployment, assembled.registry, analyse, assembled.unavailable,
                     inline_inference)
     app = build_app(serve, jobs)
     setattr(app.state, CATALOG_STATE, assembled.loaded.catalog)
+    setattr(app.state, LOAD_REFUSAL_STATE, assembled.detail)
     return app

@@ -2,8 +2,8 @@
 
 Every non-2xx the app produces is `{"detail": "<text>"}`; the 503s carry
 `Retry-After: 1`. In strict Jev mode a malformed body is a 422 like every other validation
-failure, and bodies take the Jev shapes (`strict.error_body`). Nothing else in the package
-chooses a status code.
+failure, and bodies take the Jev shapes (`strict.error_body`). Each refusal class declares its
+own status (`laya_serverless.errors`); this module only reads it, and nothing else chooses a status code.
 """
 
 from __future__ import annotations
@@ -14,57 +14,17 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import observe
-from ..errors import (
-    BodyTimeout,
-    ClientDisconnected,
-    Conflict,
-    DeviceOutOfMemory,
-    InferenceFailed,
-    InvalidRequest,
-    MalformedEvent,
-    MalformedRequest,
-    NotFound,
-    NotReady,
-    Overloaded,
-    RequestError,
-    TooLarge,
-    Unauthenticated,
-    UnsupportedEncoding,
-)
+from ..errors import NotReady, Overloaded, RequestError
 from ..protocol import strict as strict_shapes
-
-STATUSES: dict[type[RequestError], int] = {
-    MalformedRequest: 400,
-    MalformedEvent: 400,
-    ClientDisconnected: 400,  # never read by anyone; 400 rather than nginx's non-standard 499
-    Unauthenticated: 401,
-    NotFound: 404,
-    BodyTimeout: 408,
-    Conflict: 409,
-    TooLarge: 413,
-    UnsupportedEncoding: 415,
-    InvalidRequest: 422,
-    InferenceFailed: 500,
-    Overloaded: 503,
-    DeviceOutOfMemory: 503,
-    NotReady: 503,
-}
-# The Jev contract answers every body validation failure with 422; upstream says 400 for the shape ones.
-STRICT_STATUSES: dict[type[RequestError], int] = {MalformedEvent: 400, MalformedRequest: 422}
-_RETRY_LATER = (Overloaded, NotReady)
 
 
 def status_of(error: RequestError, strict: bool = False) -> int:
-    for kind in type(error).__mro__:
-        if strict and kind in STRICT_STATUSES:
-            return STRICT_STATUSES[kind]
-        if kind in STATUSES:
-            return STATUSES[kind]
-    return 500
+    """The refusal's own status (`RequestError.status`), or its strict one in strict Jev mode."""
+    return error.strict_status if strict and error.strict_status is not None else error.status
 
 
 def refusal_response(error: RequestError, strict: bool = False) -> JSONResponse:
-    headers = {"Retry-After": "1"} if isinstance(error, _RETRY_LATER) else None
+    headers = {"Retry-After": "1"} if error.retry_later else None
     body = strict_shapes.error_body(error) if strict else {"detail": error.detail}
     return JSONResponse(body, status_code=status_of(error, strict), headers=headers)
 

@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -117,14 +117,15 @@ class JobService:
         self.jobs, self.protocol, self.request_limits = jobs, protocol, request_limits
 
     def submit(self, body: Any, registry: Registry, deployed: Sequence[str], job_id: str | None = None,
-               idempotency_key: str | None = None) -> Doc:
+               idempotency_key: str | None = None, deciders: Mapping[str, Any] | None = None) -> Doc:
         """Check and store a job, start it; `{"id", "status", "states", "shards"}` (202 on the route). With an
-        `idempotency_key` the same body within 24 h answers the same job (nothing is stored twice)."""
+        `idempotency_key` the same body within 24 h answers the same job (nothing is stored twice); with the
+        deployment's `deciders`, budgets /batch refuses are refused here too."""
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key)
         body = strict.prepared(body) if self.protocol.jev_strict else body   # as /batch prepares it
         request = job_request(body, self.store, registry, deployed, self.jobs, self.protocol,
-                              self.request_limits)
+                              self.request_limits, deciders)
         job_id = job_id or new_job_id()
         if idempotency_key is not None:  # after validation: a refused body claims no key
             job_id = claim_idempotency(self.store, idempotency_key, hashlib.sha256(encode(body)).hexdigest(), job_id)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 
 from ..artifact.store import ObjectStore
-from ..errors import LayaError
+from ..errors import JobError, LayaError
 from .results import read_spec, write_output
-from .state import FAILED, TERMINAL, Doc, end_status, read_job, update_job
+from .state import TERMINAL, Doc, end_status, expired, fail_job, read_job, update_job
 from .store_keys import default_output_key, public_place
 from .worker import give_up
 
@@ -21,7 +21,10 @@ def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
     doc, _ = read_job(store, job_id)
     if doc["status"] in TERMINAL:
         return doc
-    spec = read_spec(store, job_id)
+    try:
+        spec = read_spec(store, job_id)
+    except JobError as exc:  # retention took the spec: ended, saying why, never `running` for good
+        return fail_job(store, job_id, expired(job_id, exc))
     shards = len(spec["bounds"]) - 1
     unfinished = sorted(set(range(shards)) - set(doc["finished"]))
     if unfinished:  # error lines where there are no results; counted either way
@@ -44,5 +47,4 @@ def finish(store: ObjectStore, job_id: str, reason: str | None = None) -> Doc:
 
 def fail(store: ObjectStore, job_id: str, detail: str) -> Doc:
     """A job that cannot run at all (its engine refused to start it): failed, saying why."""
-    return update_job(store, job_id, lambda doc: None if doc["status"] in TERMINAL
-                      else dict(doc, status=FAILED, detail=detail))
+    return fail_job(store, job_id, detail)

@@ -6,7 +6,7 @@ to the deployment's per-job cap (`LAYA_JOBS_MAX_STATES`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,9 +105,24 @@ def _check_model(states: list[Any], questions: dict[str, Any], batch: BatchContr
                              location=("model",))
 
 
+def _check_budgets(questions: dict[str, Any], batch: BatchControls, deciders: Mapping[str, Any]) -> None:
+    """`max_len`/`head_max_len` that /batch would refuse are refused now, not in every shard: checked by the pinned
+    checkpoint's decider, or by every deployed one when the job routes per state."""
+    controls = batch.controls
+    pinned = deciders.get(controls.model) if controls.model is not None else None
+    chosen = [pinned] if pinned is not None else list(deciders.values())
+    try:
+        for decider in chosen:
+            decider.check_budgets(questions, controls.max_len, controls.head_max_len)
+    except QuestionError as exc:
+        raise InvalidRequest.from_error(exc) from None
+
+
 def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Sequence[str], jobs: JobSettings,
-                protocol: ProtocolSettings, request_limits: Limits) -> JobRequest:
-    """Every check a job request gets, in the protocol's order: shape, questions, controls, states."""
+                protocol: ProtocolSettings, request_limits: Limits,
+                deciders: Mapping[str, Any] | None = None) -> JobRequest:
+    """Every check a job request gets, in the protocol's order: shape, questions, controls, states; with the
+    deployment's `deciders`, the budgets as the decision routes check them."""
     if not isinstance(body, dict) or "questions" not in body or ("states" in body) == ("input" in body):
         raise MalformedRequest(_SHAPE, kind="missing")
     questions = body["questions"]
@@ -131,4 +146,6 @@ def job_request(body: Any, store: ObjectStore, registry: Registry, deployed: Seq
                                    location=("output",))
         output = key_in(store, output, OUTPUT_PREFIX, "output")
     _check_model(states, questions, batch, registry, deployed)
+    if deciders:
+        _check_budgets(questions, batch, deciders)
     return JobRequest(states, questions, batch, output)

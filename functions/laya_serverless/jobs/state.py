@@ -106,6 +106,18 @@ def record_shard(store: ObjectStore, job_id: str, shard: int, answered: int, fai
     return update_job(store, job_id, add)
 
 
+def fail_job(store: ObjectStore, job_id: str, detail: str) -> Doc:
+    """End a job `failed`, saying why (nothing when it has ended already)."""
+    return update_job(store, job_id, lambda doc: None if doc["status"] in TERMINAL
+                      else dict(doc, status=FAILED, detail=detail))
+
+
+def expired(job_id: str, why: Exception) -> str:
+    """What a job whose spec or shards are gone says: the retention rule (docs/jobs.md#retention)."""
+    return ("%s: the job's stored parts expired (jobs_retention_days) or were removed while it ran; it cannot finish"
+            % why)
+
+
 def mark_running(store: ObjectStore, job_id: str) -> Doc:
     return update_job(store, job_id, lambda doc: dict(doc, status=RUNNING) if doc["status"] == QUEUED else None)
 

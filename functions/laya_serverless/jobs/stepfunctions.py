@@ -74,7 +74,7 @@ def stepfunctions_jobs(settings: Settings, store: ObjectStore | None = None,
     state_machine = settings.jobs.jobs_state_machine
     if state_machine is None:
         return None
-    store = open_store(settings.deployment.store) if store is None else store
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts) if store is None else store
     if not isinstance(store, S3Store):
         raise SettingsError("%s needs %s=s3://bucket/prefix" % (JOBS_STATE_MACHINE, STORE))
     if sfn_client is None:

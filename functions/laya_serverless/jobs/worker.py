@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..artifact.store import ObjectStore
-from ..errors import InferenceFailed, JobError, ShardFailed
+from ..errors import InferenceFailed, JobError, NotFound, ShardFailed
 from ..protocol.decisions import BatchControls, answer_batch, pass_size, shaped
 from ..protocol.deployment import Deployment
 from ..protocol.refusals import refusal_from
@@ -32,7 +32,7 @@ from .results import (
     shard_range,
     write_errors,
 )
-from .state import read_job, record_shard
+from .state import TERMINAL, expired, fail_job, read_job, record_shard
 from .store_keys import result_key, shard_key
 
 _log = logging.getLogger("laya_serverless")
@@ -79,14 +79,19 @@ class Worker:
 
     def answer_shard(self, job_id: str, shard: int) -> str:
         """Answer one shard unless the job already counted it. Decided from the job's document, not by probing
-        for the results object: a reader without s3:ListBucket gets 403, not 404, for a missing key."""
+        for the results object: a reader without s3:ListBucket gets 403, not 404, for a missing key. A job whose
+        spec or shard expired ends `failed` saying so; a job whose document is gone is not worked on (NotFound)."""
         doc, _ = read_job(self.store, job_id)
-        if shard in doc["finished"]:
+        if shard in doc["finished"] or doc["status"] in TERMINAL:
             return REPLAYED
-        spec = self.spec(job_id)
-        found = self.store.read(shard_key(job_id, shard))
-        if found is None:
-            raise JobError("job %r has no shard %d" % (job_id, shard))
+        try:
+            spec = self.spec(job_id)
+            found = self.store.read(shard_key(job_id, shard))
+            if found is None:
+                raise JobError("job %r has no shard %d" % (job_id, shard))
+        except JobError as exc:
+            fail_job(self.store, job_id, expired(job_id, exc))
+            return REPLAYED
         states = json.loads(found[0])["states"]
         try:
             data, kind = answer_lines(shard_range(spec, shard).start, self._answer(spec, states)), ANSWERED
@@ -97,6 +102,7 @@ class Worker:
             if isinstance(refusal, InferenceFailed):
                 raise ShardFailed(refusal.detail) from exc
             data, kind = error_lines(shard_range(spec, shard), refusal.detail), REFUSED
+        read_job(self.store, job_id)  # still there: results are never written for a job whose document is gone
         if not self.store.create(result_key(job_id, shard), data):
             # Written before: a duplicate delivery won the race, or a writer died before counting. Its lines stand.
             data, kind = read_result(self.store, job_id, shard) or data, REPLAYED
@@ -119,8 +125,20 @@ class Worker:
 
 def give_up(store: ObjectStore, job_id: str, shards: Sequence[int], detail: str) -> list[int]:
     """Error lines for each of `shards` still without results (its retries are spent); returns those written.
-    Needs no model, so it runs even where the artifacts could not be loaded."""
-    spec, written = read_spec(store, job_id), []
+    Needs no model, so it runs even where the artifacts could not be loaded. Nothing is written for a job whose
+    document is gone; a job whose spec is gone ends `failed` saying so."""
+    try:
+        doc, _ = read_job(store, job_id)
+    except NotFound:
+        _log.warning("job %s: its document is gone (expired or removed); its work stops", job_id)
+        return []
+    if doc["status"] in TERMINAL:
+        return []
+    try:
+        spec, written = read_spec(store, job_id), []
+    except JobError as exc:
+        fail_job(store, job_id, expired(job_id, exc))
+        return []
     for shard in shards:
         if write_errors(store, job_id, spec, shard, detail):
             written.append(shard)

@@ -45,7 +45,7 @@ def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None
     instrumentation = Instrumentation(environ)
     settings = with_secret_key(Settings.from_environ(environ), secrets_client)
     # The process's one store: the app and /v1/jobs share it.
-    store = open_store(settings.deployment.store, s3_client=s3_client)
+    store = open_store(settings.deployment.store, s3_client, settings.deployment.download_parts)
     jobs = stepfunctions_jobs(settings, store)  # /v1/jobs where the stack created the engine
     app = build_service(settings, store, inline_inference=True, jobs=jobs)  # one event per instance at a time
     if in_lambda(environ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..configuration import key_problem
 from ..errors import SettingsError
 from ..settings import API_KEY_SECRET
 
@@ -25,13 +26,15 @@ def read_api_key(secret_arn: str, secrets_client: Any = None) -> str:
 
 def check_api_key(key: str, source: str) -> str:
     """`key` as configured, or a one-line SettingsError naming `source`: a key that is empty, has spaces around it or
-    holds control characters (a trailing newline) would lock every caller out, or nobody, without a word. It is never
-    trimmed: the secret's owner decides what the key is."""
+    holds what no client can send (`configuration.key_problem`: control characters, non-ASCII, over 4096 characters)
+    would lock every caller out, or nobody, without a word. It is never trimmed: the secret's owner decides what the
+    key is."""
     if not key:
         raise SettingsError("%s is empty; set a key, or unset it to turn auth off" % source)
     if key != key.strip():
         raise SettingsError("%s has spaces or a newline around it (%d characters, %d without them); save the key "
                             "without them" % (source, len(key), len(key.strip())))
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
-        raise SettingsError("%s holds a control character; save the key without it" % source)
+    problem = key_problem(key)
+    if problem:
+        raise SettingsError("%s %s; save a key clients can send" % (source, problem))
     return key

@@ -57,8 +57,9 @@ def dispatch(worker: Worker, service: JobService, event: Any, context: Any) -> d
     if action is None:
         job_id = submission_id(event, context)
         try:
-            accepted = service.submit(event, worker.registry, worker.deployment.names if worker.deployment else [],
-                                      job_id=job_id)
+            deployment = worker.deployment
+            accepted = service.submit(event, worker.registry, deployment.names if deployment else [], job_id=job_id,
+                                      deciders=deployment.deciders if deployment else None)
         except RequestError as exc:  # raised: Lambda retries, then the event and this reason land in the DLQ
             _log.error("job %s refused: %s", job_id, exc.detail)
             raise

@@ -21,7 +21,8 @@ Handler = Callable[[Any, Any], dict[str, Any]]
 def make_handler(environ: Mapping[str, str] | None = None, s3_client: Any = None,
                  sfn_client: Any = None) -> Handler:
     settings = Settings.from_environ(environ)
-    store = open_store(settings.deployment.store, s3_client=s3_client)  # the process's one store, shared by both
+    # The process's one store, shared by both.
+    store = open_store(settings.deployment.store, s3_client, settings.deployment.download_parts)
     service = stepfunctions_jobs(settings, store, sfn_client)
     if service is None:
         raise SettingsError("the jobs function needs %s (the stack sets it)" % JOBS_STATE_MACHINE)

@@ -9,7 +9,8 @@
   uuid4 request ids come from os.urandom and need nothing. And the CPU's int8 kernel class is read again:
   restored on another class than INIT chose for, each checkpoint's artifact is chosen again for it
   (`assembly.reclass`), so an int8 artifact never serves where its gate did not run; if a checkpoint
-  has nothing this class may serve, the instance answers 503 saying why rather than serve it.
+  has nothing this class may serve, or only an artifact too large to fetch within the hooks' 10 s, the
+  instance answers 503 saying why rather than serve it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .. import observe
 from ..artifact.cpu import cpu_profile
 from ..artifact.store import ObjectStore, open_store
 from ..assembly.loader import CpuReader
-from ..assembly.reclass import recheck_class
+from ..assembly.reclass import RESTORE_FETCH_BUDGET, recheck_class
 from ..errors import LayaError
 from ..http.serving import Serving
 from ..settings import DeploymentSettings, Settings
@@ -48,14 +49,14 @@ def warm(serve: Serving) -> int:
 
 
 def recheck(serve: Serving, deployment: DeploymentSettings, store: ObjectStore | None = None,
-            cpu: CpuReader = cpu_profile) -> None:
+            cpu: CpuReader = cpu_profile, fetch_budget: int = RESTORE_FETCH_BUDGET) -> None:
     """The CPU class read again, each checkpoint's artifact switched where INIT's choice does not hold here (from the
     process's `store`, else one opened from `deployment.store`)."""
     if serve.deployment is None or serve.deployment.served_on is None:  # nothing loaded, or assembled by hand
         return
     try:
-        store = store if store is not None else open_store(deployment.store)
-        recheck_class(serve.deployment, deployment, cpu(), store)
+        store = store if store is not None else open_store(deployment.store, parts=deployment.download_parts)
+        recheck_class(serve.deployment, deployment, cpu(), store, fetch_budget)
     except Exception:  # whatever failed, never keep serving an int8 artifact whose gate missed this class
         _log.exception("after restore: the artifacts could not be chosen again for this CPU")
         observe.metric(observe.REFUSED_ARTIFACTS)

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from ..command import Command, register
 from ..errors import SettingsError
-from ..settings import DEPLOYED, STORE, TARGET, LocalServerSettings, Settings
-from .job_commands import add_job_commands
+from ..settings import DEPLOYED, PORT, STORE, TARGET, LocalServerSettings, Settings
+from . import job_commands
 from .start_api import LOCAL_HOST, PAYLOAD_VERSIONS, ApiGatewayFront, lambda_context
 
 
@@ -30,27 +33,44 @@ def _address(args: argparse.Namespace, local_server: LocalServerSettings) -> tup
     return args.host or local_server.host or LOCAL_HOST, args.port or local_server.port
 
 
+def served(app: Any) -> str:
+    """What a loaded app serves, one entry per name: `english=demo/cpu-fp32 (no cpu-int8 artifact is published...)`."""
+    deployment = app.state.serving.deployment
+    chosen = deployment.served_on.artifacts if deployment and deployment.served_on else {}
+    return ", ".join("%s=%s/%s%s" % (name, stored, target, "".join(
+        " (%s)" % why["reason"] for why in [deployment.target_fallbacks.get(name)] if why))
+        for name, (stored, _artifact, target) in chosen.items())
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..artifact.store import open_store
-    from ..http.service import build_service
+    from ..http.service import LOAD_REFUSAL_STATE, build_service
     from .jobs_engine import local_jobs
-    from .server import uvicorn_config
+    from .server import listening_socket, uvicorn_config
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
-    store = open_store(settings.deployment.store)  # the process's one store: the app and the jobs engine share it
-    app = build_service(settings, store, jobs=local_jobs(settings, store))  # /v1/jobs on a local engine
-    if app.state.serving.unavailable is not None and not args.allow_unavailable:
+    # The process's one store: the app and the jobs engine share it.
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts)
+    app = build_service(settings, store, jobs=local_jobs(settings, store), log_refusal=False)
+    unavailable = app.state.serving.unavailable
+    refused = unavailable and (getattr(app.state, LOAD_REFUSAL_STATE) or unavailable)  # the detail, paths included
+    if refused and not args.allow_unavailable:
         # Locally a deployment that cannot load is a typo or a missing publish: say so rather than serve 503s.
         _say("error: the deployment cannot be served: %s (check %s, %s and %s; --allow-unavailable serves 503s)"
-             % (app.state.serving.unavailable, STORE, DEPLOYED, TARGET))
+             % (refused, STORE, DEPLOYED, TARGET))
         return 2
-    deployment = settings.deployment
-    _say("ready: http://%s:%d  (store %s, %s)" % (host, port, deployment.store, ", ".join(
-        "%s=%s/%s" % (name, stored, deployment.target) for name, stored in deployment.deployed.items())))
-    uvicorn.Server(uvicorn_config(app, settings.local_server, host, port)).run()
+    try:
+        sock = listening_socket(host, port)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        _say("error: cannot listen on %s:%d: %s (set %s or --port)" % (host, port, why, PORT))
+        return 2
+    _say("ready: http://%s:%d  (store %s, %s)" % (
+        host, port, settings.deployment.store, served(app) if not refused else "serving 503s: %s" % refused))
+    uvicorn.Server(uvicorn_config(app, settings.local_server, host, port)).run(sockets=[sock])
     return 0
 
 
@@ -64,7 +84,21 @@ def _invoke(args: argparse.Namespace) -> int:
         return 2
     response = make_handler()(event, lambda_context())
     print(json.dumps(response, ensure_ascii=False, indent=2))
+    status = response.get("statusCode") if isinstance(response, dict) else None
+    if isinstance(status, int) and status >= 500:  # a scripted `invoke` must not pass on a 503
+        _say("error: the handler answered %d: %s" % (status, _detail(response)))
+        return 1
     return 0
+
+
+def _detail(response: dict[str, Any]) -> str:
+    """A response body's `detail`, or its first 200 characters."""
+    body = response.get("body") or ""
+    try:
+        detail = json.loads(body).get("detail") if not response.get("isBase64Encoded") else None
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail is not None else str(body)[:200]
 
 
 def _start_api(args: argparse.Namespace) -> int:
@@ -75,7 +109,8 @@ def _start_api(args: argparse.Namespace) -> int:
 
     settings = Settings.from_environ()
     host, port = _address(args, settings.local_server)
-    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key)
+    front = ApiGatewayFront(make_handler(), payload=args.payload, api_key=settings.http.api_key,
+                            body_timeout=settings.limits.body_read_timeout)
     _say("ready: http://%s:%d  (each request runs the Lambda handler on an API Gateway %s event)"
          % (host, port, "REST API (payload 1.0)" if args.payload == "v1" else "HTTP API (payload 2.0)"))
     try:
@@ -85,26 +120,39 @@ def _start_api(args: argparse.Namespace) -> int:
     return 0
 
 
+def _address_arguments(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
+    command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    _address_arguments(serve)
+    serve.add_argument("--allow-unavailable", action="store_true",
+                       help="serve 503s (ready: false) when the deployment cannot be loaded, as Lambda does")
+
+
+def _start_api_arguments(start_api: argparse.ArgumentParser) -> None:
+    _address_arguments(start_api)
+    start_api.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
+                           help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
+
+
+def _invoke_arguments(invoke: argparse.ArgumentParser) -> None:
+    invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
+
+
+COMMANDS = (
+    Command("serve", "serve the app with uvicorn", _serve_arguments, _serve),
+    Command("start-api", "an HTTP front over the Lambda handler", _start_api_arguments, _start_api),
+    Command("invoke", "run the Lambda handler on one API Gateway event", _invoke_arguments, _invoke),
+    job_commands.COMMAND,
+)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="laya-serverless", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = root.add_subparsers(dest="command", required=True)
-    for name, run, text in (("serve", _serve, "serve the app with uvicorn"),
-                            ("start-api", _start_api, "an HTTP front over the Lambda handler")):
-        command = commands.add_parser(name, help=text)
-        command.add_argument("--host", help="bind address (default LAYA_HOST or 127.0.0.1)")
-        command.add_argument("--port", type=int, help="port (default LAYA_PORT or 8000)")
-        command.set_defaults(run=run)
-        if name == "serve":
-            command.add_argument("--allow-unavailable", action="store_true",
-                                 help="serve 503s (ready: false) when the deployment cannot be loaded, as Lambda does")
-        if name == "start-api":
-            command.add_argument("--payload", choices=PAYLOAD_VERSIONS, default="v1",
-                                 help="API Gateway event format: v1 REST API (default, as deployed) or v2 HTTP API")
-    invoke = commands.add_parser("invoke", help="run the Lambda handler on one API Gateway event")
-    invoke.add_argument("--event", required=True, help="an API Gateway event (v1 REST or v2 HTTP API) as JSON")
-    invoke.set_defaults(run=_invoke)
-    add_job_commands(commands)
+    register(root.add_subparsers(dest="command", required=True), COMMANDS)
     return root
 
 
@@ -112,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except SettingsError as exc:   # a refused setting is one line naming the variable, not a traceback
+    except (SettingsError, job_commands.JobInputError) as exc:  # a refused setting or file: one line, no traceback
         _say("error: %s" % exc)
         return 2
 

@@ -31,7 +31,7 @@ from ..jobs.merge import fail, finish
 from ..jobs.results import read_spec
 from ..jobs.runtime import load_worker
 from ..jobs.state import TERMINAL, Doc, mark_running, read_job
-from ..jobs.store_keys import is_job_id, shard_failure
+from ..jobs.store_keys import is_job_id, job_key, shard_failure
 from ..jobs.worker import Worker, give_up
 from ..settings import Settings
 
@@ -165,6 +165,11 @@ class LocalEngine:
                 error = future.exception()
                 if error is None:
                     continue
+                if self.store.read(job_key(job_id)) is None:  # expired or removed: nobody can see it, work stops
+                    _log.warning("job %s: its document is gone (expired or removed); its work stops", job_id)
+                    for other in pending:
+                        other.cancel()
+                    return None
                 if isinstance(error, BrokenProcessPool) and self._pool is pool:
                     self._pool = None  # every shard in flight failed with it; the next submit starts a new pool
                     pool.shutdown(wait=False, cancel_futures=True)
@@ -191,6 +196,6 @@ def local_jobs(settings: Settings, store: ObjectStore | None = None) -> JobServi
     serving process's store (each worker process opens its own)."""
     if settings.jobs.jobs_workers == 0:
         return None
-    store = open_store(settings.deployment.store) if store is None else store
+    store = open_store(settings.deployment.store, parts=settings.deployment.download_parts) if store is None else store
     engine = LocalEngine(store, partial(load_worker, settings), settings.jobs.jobs_workers)
     return JobService(store, engine, settings.jobs, settings.protocol, settings.limits)

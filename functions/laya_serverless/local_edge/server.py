@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from typing import Any
 
 import h11
@@ -141,3 +142,9 @@ def uvicorn_config(app: Any, settings: LocalServerSettings, host: str, port: int
     return Config(CloseAfterAmbiguousFraming(HeaderBudget(app)), host=host, port=port, log_level="warning",
                   http=protocol, timeout_keep_alive=max(1, round(settings.keep_alive_timeout)),
                   h11_max_incomplete_event_size=MAX_HEADER_BYTES, proxy_headers=False)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The bound, listening socket the server will serve on; raises OSError (a taken port) before `ready:` is said."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=2048)

@@ -101,10 +101,12 @@ class ApiGatewayFront:
     """ASGI app: HTTP request -> API Gateway event -> Lambda handler -> HTTP response."""
 
     def __init__(self, handler: Any, payload: str = "v1", api_key: str | None = None,
-                 max_body: int = MAX_BODY_BYTES) -> None:
+                 max_body: int = MAX_BODY_BYTES, body_timeout: float = 10.0) -> None:
+        """`body_timeout`: seconds a body may take to arrive, keyed or not (`LAYA_BODY_READ_TIMEOUT`)."""
         if payload not in EVENT_BUILDERS:
             raise ValueError("payload must be one of %s, got %r" % (", ".join(PAYLOAD_VERSIONS), payload))
         self.handler, self.event, self.max_body = handler, EVENT_BUILDERS[payload], max_body
+        self.body_timeout = body_timeout
         self._expected = None if api_key is None else b"Bearer " + api_key.encode("utf-8", "surrogateescape")
         # One worker with its own event loop (Mangum drives the app on the calling thread's loop),
         # taking one event at a time, as a Lambda instance does.
@@ -158,7 +160,11 @@ class ApiGatewayFront:
         if refused is not None:
             await self._refuse(send, *refused)
             return
-        body = await self._body(receive)
+        try:  # the gateway holds a body for a bounded time; a client that trickles it must not hold the worker
+            body = await asyncio.wait_for(self._body(receive), self.body_timeout)
+        except TimeoutError:
+            await self._refuse(send, 408, "request body was not received in time")
+            return
         if body is None:
             await self._refuse(send, 413, self._too_large())
             return

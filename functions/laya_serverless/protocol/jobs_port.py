@@ -6,7 +6,7 @@ and the entry points (`cli`, `handler`) hand the app a `JobService`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from .routing import Registry
@@ -16,7 +16,8 @@ JobDoc = dict[str, Any]
 
 class JobsPort(Protocol):
     def submit(self, body: Any, registry: Registry, deployed: Sequence[str],
-               job_id: str | None = None, idempotency_key: str | None = None) -> JobDoc:
+               job_id: str | None = None, idempotency_key: str | None = None,
+               deciders: Mapping[str, Any] | None = None) -> JobDoc:
         """Validate and store a job, start it, and answer its public document (202); the same
         `idempotency_key` and body within 24 h answer the same job."""
 

@@ -5,7 +5,7 @@ spec that the official client and `jevcompat` check:
 
 - a validation failure is a 422 whose `detail` is a list of `{"loc": ["body", ...], "msg", "type"}`, `loc`
   and `type` being the refusal's own `location` and `kind` (the message text is never parsed);
-  every other refusal is `{"detail": {"error_type": ..., "message": ...}}` (statuses decides the code);
+  every other refusal is `{"detail": {"error_type": ..., "message": ...}}` (the refusal class declares both);
 - a question without `instructions` (the Jev schema makes them optional) is asked with a neutral
   default; an empty question set is refused;
 - a choice takes 2-255 options: past the head window (the options whose markers surely fit in
@@ -19,20 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import (
-    BodyTimeout,
-    ClientDisconnected,
-    InferenceFailed,
-    InvalidRequest,
-    MalformedEvent,
-    MalformedRequest,
-    NotReady,
-    Overloaded,
-    RequestError,
-    TooLarge,
-    Unauthenticated,
-    UnsupportedEncoding,
-)
+from ..errors import InvalidRequest, MalformedEvent, MalformedRequest, RequestError
 from .limits import MAX_CHOICE_OPTIONS
 
 DEFAULT_INSTRUCTIONS = {
@@ -41,17 +28,6 @@ DEFAULT_INSTRUCTIONS = {
     "score": "Which level fits this state best?",
 }
 EMPTY_QUESTIONS = "'questions' must hold at least one question"
-ERROR_TYPES: dict[type[RequestError], str] = {
-    MalformedEvent: "invalid_request_error",
-    Unauthenticated: "authentication_error",
-    TooLarge: "request_too_large",
-    BodyTimeout: "request_timeout",
-    UnsupportedEncoding: "unsupported_media_type",
-    ClientDisconnected: "client_disconnected",
-    Overloaded: "overloaded_error",
-    NotReady: "service_unavailable",
-    InferenceFailed: "internal_error",
-}
 # Option markers per choice that fit `max_len` at the per-option floor of 4 tokens:
 # the last marker sits at most at 2 + 8 + 4·(n-1), and must sit below max_len.
 _MARKER_FLOOR, _HEAD_BEFORE_SLOTS = 4, 10
@@ -65,8 +41,7 @@ def error_body(error: RequestError) -> dict[str, Any]:
     """The strict body of a refusal: a validation list (FastAPI's `loc`, `msg`, `type`), or the error-type object."""
     if is_validation(error):
         return {"detail": [{"loc": ["body", *error.location], "msg": error.detail, "type": error.kind}]}
-    kind = next((ERROR_TYPES[k] for k in type(error).__mro__ if k in ERROR_TYPES), "api_error")
-    return {"detail": {"error_type": kind, "message": error.detail}}
+    return {"detail": {"error_type": error.error_type, "message": error.detail}}
 
 
 def prepared(body: Any) -> Any:

@@ -21,6 +21,7 @@ from laya_artifacts.build import GateFailed, build_artifact
 from laya_artifacts.cli import main as cli
 from laya_artifacts.goldens.record import load_goldens, record_goldens, token_digest, weights_sha256
 from laya_artifacts.search import precision as search
+from laya_artifacts.spec import BuildSeams, BuildSpec
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import Manifest
@@ -127,8 +128,10 @@ def test_int8_is_refused_when_no_candidate_passes_selection(tiny_modernbert: tup
     path = write_goldens_file(goldens, tmp_path / "goldens")
     said: list[str] = []
     with pytest.raises(GateFailed) as failed:
-        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, exhaustive_search=True,
-                       candidates=["encoder-attention-output", "encoder-weight-only-8bit"], progress=said.append)
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-int8", goldens=path, exhaustive_search=True,
+                                    candidates=["encoder-attention-output", "encoder-weight-only-8bit"]),
+                       tmp_path / "a", seams=BuildSeams(progress=said.append))
     report = failed.value.report
     assert report.search["chosen"] is None and report.splits == {} and "no candidate passed" in report.search["why"]
     assert [c["name"] for c in report.search["candidates"]] == ["encoder-attention-output",
@@ -155,8 +158,9 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
     records, candidates = tmp_path / "records", ["encoder-weight-only-8bit"]
     speeds = fixed_speeds({"fp32": 10.0, "encoder-weight-only-8bit": 5.0, "encoder-attention-output": 5.0})
     with pytest.raises(GateFailed):
-        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, candidates=candidates,
-                       timer=speeds, search_records=records)
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-int8", goldens=path, candidates=candidates, search_records=records),
+                       tmp_path / "a", seams=BuildSeams(timer=speeds))
     key = decision_key(tiny_modernbert[0], load_goldens(path), candidates, search.MIN_SPEEDUP)
     found = find_record(key, [records])
     assert found is not None and found[0]["chosen"] is None and "no candidate passed" in found[0]["why"]
@@ -167,22 +171,26 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
         *a, **k))
     said: list[str] = []
     with pytest.raises(GateFailed, match="search record"):
-        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "b", goldens_path=path, candidates=candidates,
-                       timer=speeds, search_records=records, progress=said.append)
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-int8", goldens=path, candidates=candidates, search_records=records),
+                       tmp_path / "b", seams=BuildSeams(timer=speeds, progress=said.append))
     assert searched == [] and any("not searching" in line and "search record" in line for line in said)
     assert not any(line.startswith("2/4 exporting") for line in said)   # nothing is even exported
     other = decision_key(tiny_modernbert[0], load_goldens(path), ["encoder-attention-output"], search.MIN_SPEEDUP)
     assert find_record(other, [records]) is None   # another search (other candidates) has a decision of its own
     with pytest.raises(GateFailed):
-        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "d", goldens_path=path, candidates=candidates,
-                       timer=speeds, search_records=records, research=True)
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-int8", goldens=path, candidates=candidates, search_records=records,
+                                    research=True), tmp_path / "d", seams=BuildSeams(timer=speeds))
     assert searched == ["search"]
 
     passing = write_goldens_file(tiny_choice_slice(), tmp_path / "passing")
-    first, _ = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "e", goldens_path=passing,
-                              candidates=candidates, timer=speeds, min_speedup=0, search_records=records)
-    again, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "f", goldens_path=passing,
-                                   candidates=candidates, timer=speeds, min_speedup=0, search_records=records)
+    first, _ = build_artifact(tiny_modernbert[0],
+                              BuildSpec.of("cpu-int8", goldens=passing, candidates=candidates, min_speedup=0,
+                                           search_records=records), tmp_path / "e", seams=BuildSeams(timer=speeds))
+    again, report = build_artifact(tiny_modernbert[0],
+                                   BuildSpec.of("cpu-int8", goldens=passing, candidates=candidates, min_speedup=0,
+                                                search_records=records), tmp_path / "f", seams=BuildSeams(timer=speeds))
     assert searched == ["search", "search"] and report.passed and report.search["mode"] == "reused"
     assert Manifest.load(again).raw["configuration"]["precision"]["recipe"]["name"] == "encoder-weight-only-8bit"
 
@@ -194,9 +202,11 @@ def test_the_layer_mix_adds_the_least_sensitive_layers_while_selection_passes(
     goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0,
                            keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
     said: list[str] = []
-    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", min_speedup=0,
-                                 goldens_path=write_goldens_file(goldens, tmp_path / "g"),
-                                 candidates=["layer-mix"], progress=said.append)
+    out, report = build_artifact(tiny_modernbert[0],
+                                 BuildSpec.of("cpu-int8", min_speedup=0,
+                                              goldens=write_goldens_file(goldens, tmp_path / "g"),
+                                              candidates=["layer-mix"]), tmp_path / "a",
+                                 seams=BuildSeams(progress=said.append))
     mix = report.search["layer_mix"]
     assert [p["layer"] for p in mix["sensitivity"]] == [0, 1, 2, 3]
     order = sorted(mix["sensitivity"], key=lambda p: (p["hard_mismatches"], p["failures"] > 0,
@@ -222,8 +232,10 @@ def test_the_node_mix_adds_the_least_sensitive_matmuls_and_its_choice_is_reused(
                            keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
     path, records = write_goldens_file(goldens, tmp_path / "g"), tmp_path / "records"
     said: list[str] = []
-    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", min_speedup=0, goldens_path=path,
-                                 candidates=["node-mix"], progress=said.append, search_records=records)
+    out, report = build_artifact(tiny_modernbert[0],
+                                 BuildSpec.of("cpu-int8", min_speedup=0, goldens=path, candidates=["node-mix"],
+                                              search_records=records), tmp_path / "a",
+                                 seams=BuildSeams(progress=said.append))
     mix = report.search["node_mix"]
     recipe = Manifest.load(out).raw["configuration"]["precision"]["recipe"]
     probed = {(p["layer"], p["part"]) for p in mix["sensitivity"]}   # every encoder MatMul, each once
@@ -241,8 +253,10 @@ def test_the_node_mix_adds_the_least_sensitive_matmuls_and_its_choice_is_reused(
     kept = find_record(key, [records])
     assert kept is not None and kept[0]["nodes"] == passing[-1]
     said.clear()
-    _, again = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "b", min_speedup=0, goldens_path=path,
-                              candidates=["node-mix"], progress=said.append, search_records=records)
+    _, again = build_artifact(tiny_modernbert[0],
+                              BuildSpec.of("cpu-int8", min_speedup=0, goldens=path, candidates=["node-mix"],
+                                           search_records=records), tmp_path / "b",
+                              seams=BuildSeams(progress=said.append))
     assert again.search["mode"] == "reused" and not any(" alone:" in line for line in said)
     assert node_candidate(passing[-1]).nodes == tuple(passing[-1])
 
@@ -255,9 +269,10 @@ def test_the_search_chooses_the_fastest_candidate_that_passes_selection(tiny_mod
     goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 16 == 0,
                                               keep_question=lambda q: q["type"] == "choice"), tmp_path / "g")
     speeds = fixed_speeds({"fp32": 10.0, "encoder-attention-output": 3.0, "encoder-weight-only-8bit": 5.0})
-    _, report = build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=goldens,
-                               min_speedup=1.5, exhaustive_search=True, timer=speeds,
-                               candidates=["encoder-attention-output", "encoder-weight-only-8bit"])
+    _, report = build_artifact(tiny_modernbert[0],
+                               BuildSpec.of("cpu-int8", goldens=goldens, min_speedup=1.5, exhaustive_search=True,
+                                            candidates=["encoder-attention-output", "encoder-weight-only-8bit"]),
+                               tmp_path / "a", seams=BuildSeams(timer=speeds))
     measured = {c["name"]: c for c in report.search["candidates"]}
     passed = [name for name, c in measured.items() if c["selection"]["passed"]]
     assert "encoder-weight-only-8bit" in passed and all(c["speed_ms"] for c in measured.values())
@@ -274,8 +289,10 @@ def test_a_confirmation_failure_fails_int8_without_trying_the_next_candidate(
     # weight-only 8-bit computes in FP32 (it passes these rows on every x86 class) and is made the faster one
     speeds = fixed_speeds({"fp32": 10.0, "encoder-weight-only-8bit": 4.0, "encoder-attention-output": 6.0})
     with pytest.raises(GateFailed) as failed:
-        build_artifact(tiny_modernbert[0], "cpu-int8", tmp_path / "a", goldens_path=path, min_speedup=0,
-                       candidates=["encoder-weight-only-8bit", "encoder-attention-output"], timer=speeds)
+        build_artifact(tiny_modernbert[0],
+                       BuildSpec.of("cpu-int8", goldens=path, min_speedup=0,
+                                    candidates=["encoder-weight-only-8bit", "encoder-attention-output"]),
+                       tmp_path / "a", seams=BuildSeams(timer=speeds))
     report = failed.value.report
     assert report.search["chosen"] == "encoder-weight-only-8bit"
     skipped = {c["name"]: c.get("skipped") for c in report.search["candidates"]}
@@ -291,7 +308,7 @@ def test_a_build_that_fails_the_gate_writes_no_manifest(tiny_modernbert: tuple[P
                                tmp_path / "wrong")
     out = tmp_path / "artifact"
     with pytest.raises(GateFailed):
-        build_artifact(tiny_modernbert[0], "cpu-fp32", out, goldens_path=wrong)
+        build_artifact(tiny_modernbert[0], BuildSpec.of("cpu-fp32", goldens=wrong), out)
     assert not (out / MANIFEST_FILE).exists() and (out / "parity_report.txt").is_file()
     code = cli(["build", str(tiny_modernbert[0]), "--target", "cpu-fp32", "--goldens", str(wrong),
                 "--out", str(tmp_path / "again"), "--publish", "--store", str(tmp_path / "store")])
@@ -300,16 +317,21 @@ def test_a_build_that_fails_the_gate_writes_no_manifest(tiny_modernbert: tuple[P
 
 def test_fp32_build_meets_the_fp32_tolerance_on_the_whole_corpus(tiny_modernbert: tuple[Path, Path],
                                                                  tmp_path: Path) -> None:
-    out, report = build_artifact(tiny_modernbert[0], "cpu-fp32", tmp_path / "fp32",
-                                 goldens_path=GOLDENS / "tiny-modernbert" / "goldens.json")
+    out, report = build_artifact(tiny_modernbert[0],
+                                 BuildSpec.of("cpu-fp32", goldens=GOLDENS / "tiny-modernbert" / "goldens.json"),
+                                 tmp_path / "fp32")
     committed = load_goldens(GOLDENS / "tiny-modernbert")
     assert report.passed and report.rows == committed["corpus"]["summary"]["rows"] >= 500
     assert report.max_probability_error <= 1e-4 and report.near_tie_flips == []
     manifest = Manifest.load(out).raw
-    assert manifest["configuration"]["precision"] == {"weights": "fp32"}
+    precision = manifest["configuration"]["precision"]
+    # the checkpoint's FP16 weights are stored in FP16 (exact) and restored at load: the gate ran on that graph
+    assert precision["weights"] == "fp32" and precision["storage"]["fp16"] > 0
+    assert precision["storage"]["restored_at_load_by"] == "ORT_ENABLE_BASIC"
     assert set(manifest["parity"]["splits"]) == {"selection", "confirmation"}
     assert manifest["parity"]["corpus"]["sha256"] == committed["corpus"]["sha256"]
-    assert Decider.from_artifact(out).config.optimized_offline
+    config = Decider.from_artifact(out).config
+    assert config.optimized_offline and config.session_level == "ORT_ENABLE_BASIC"
 
 
 def test_refusals_upstream_makes_are_made_identically(minilm: tuple[Path, Path]) -> None:
@@ -337,8 +359,8 @@ def test_user_gate_cases_are_recorded_and_gated_in_their_split(tiny_modernbert: 
     ]) + "\n")
     goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0),
                                  tmp_path / "goldens")
-    out, report = build_artifact(tiny_modernbert[0], "cpu-fp32", tmp_path / "a", goldens_path=goldens,
-                                 gate_cases=[mine])
+    out, report = build_artifact(tiny_modernbert[0], BuildSpec.of("cpu-fp32", goldens=goldens, gate_cases=[mine]),
+                                 tmp_path / "a")
     assert report.passed and report.corpus["summary"]["user_rows_added"] == 2
     before = load_goldens(goldens)
     for split in ("selection", "confirmation"):

@@ -19,6 +19,7 @@ from laya_artifacts.cli import main as cli
 from laya_artifacts.export.cuda import CUDA_TARGETS, convert_fp16, keeps_fp32
 from laya_artifacts.goldens.corpus import GateCasesError
 from laya_artifacts.goldens.record import load_goldens
+from laya_artifacts.spec import BuildSeams, BuildSpec
 from laya_serverless.artifact.layout import DECODE_CONFIG_FILE, GRAPH_FILE, TOKENIZER_FILE, DecodeConfig
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.core.providers import CPU_PROVIDER, CUDA_PROVIDER, Placement
@@ -59,7 +60,7 @@ def test_one_recipe_builds_every_target_and_names_them_all_for_an_unknown_one(tm
     assert TARGETS == ("cpu-int8", "cpu-fp32", "cuda-fp16", "cuda-fp32")
     with pytest.raises(ValueError, match=r"unknown target 'tpu-int4'; choose one of cpu-int8, cpu-fp32, cuda-fp16, "
                                          r"cuda-fp32"):
-        build_artifact(tmp_path / "checkpoint", "tpu-int4", tmp_path / "artifact")
+        build_artifact(tmp_path / "checkpoint", BuildSpec("tpu-int4"), tmp_path / "artifact")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -68,12 +69,13 @@ def test_every_target_refuses_bad_gate_cases_and_a_full_out_dir_before_any_work(
     mine = tmp_path / "mine.jsonl"
     mine.write_text(json.dumps({"state": "hi", "questions": {}}) + "\n")
     with pytest.raises(GateCasesError, match=r"mine.jsonl:1: 'questions' is empty"):
-        build_artifact(checkpoint, target, out, gate_cases=[mine], placement=CUDA_OFFERED)
+        build_artifact(checkpoint, BuildSpec.of(target, gate_cases=[mine]), out,
+                       seams=BuildSeams(placement=CUDA_OFFERED))
     assert not out.exists()
     out.mkdir()
     (out / "model.onnx").write_bytes(b"")
     with pytest.raises(FileExistsError, match=r"is not empty; builds never overwrite an artifact"):
-        build_artifact(checkpoint, target, out, placement=CUDA_OFFERED)
+        build_artifact(checkpoint, BuildSpec(target), out, seams=BuildSeams(placement=CUDA_OFFERED))
     assert [p.name for p in out.iterdir()] == ["model.onnx"]
 
 
@@ -92,8 +94,8 @@ def test_a_cuda_build_moved_to_the_cpu_provider_writes_the_cuda_block_and_gates_
     mine.write_text(json.dumps({"id": "mine", "split": "confirmation", "state": "cancel my plan", "questions": {
         "cancel": {"type": "noul", "instructions": "Does the user want to cancel?"}}}) + "\n")
     goldens = write_goldens_file(golden_slice("tiny-modernbert", keep_case=lambda i, _r: i % 30 == 0), tmp_path / "g")
-    out, report = build_artifact(tiny_modernbert[0], "cuda-fp32", tmp_path / "a", goldens_path=goldens,
-                                 gate_cases=[mine], placement=CUDA_OFFERED)
+    out, report = build_artifact(tiny_modernbert[0], BuildSpec.of("cuda-fp32", goldens=goldens, gate_cases=[mine]),
+                                 tmp_path / "a", seams=BuildSeams(placement=CUDA_OFFERED))
     assert report.passed and report.corpus["summary"]["user_rows_added"] == 1
     manifest = Manifest.load(out).raw
     config = manifest["configuration"]

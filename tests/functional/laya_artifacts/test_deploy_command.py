@@ -30,11 +30,11 @@ from laya_artifacts.cli import main as cli
 from laya_artifacts.deploy import command
 from laya_artifacts.deploy.bucket import create_bucket, ensure_bucket
 from laya_artifacts.deploy.smoke import SMOKE_QUESTIONS, answer_problems
+from laya_artifacts.errors import DeployFailed, GateFailed
 from laya_serverless import settings as env
 from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_file
 from laya_serverless.artifact.store import S3Store, pointer_key
-from laya_serverless.errors import DeployFailed, GateFailed
 from tests.functional.threaded_server import free_port, start_server
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
@@ -107,8 +107,9 @@ class Cloud:
         arn = self.aws["secrets"].create_secret(Name="LayaApiKey", SecretString=key)["ARN"]
         environ = {**api_environment(config, store, None), env.CACHE_DIR: str(self.root / "lambda-tmp"),
                    env.API_KEY_SECRET: arn}
-        if self.server_key:  # the function holding another key than the secret it names
-            environ = {**environ, env.API_KEY: self.server_key}
+        if self.server_key:  # the function reading another key than the secret the stack's output names
+            other = self.aws["secrets"].create_secret(Name="LayaApiKeyOther", SecretString=self.server_key)["ARN"]
+            environ = {**environ, env.API_KEY_SECRET: other}
         front = self.front
         if front is None:
             front = ApiGatewayFront(make_handler(environ, self.aws["s3"], self.aws["secrets"]), payload="v1")
@@ -181,7 +182,7 @@ def test_one_command_creates_the_bucket_publishes_deploys_and_answers(tiny_fp32:
     (args,) = fake.calls
     assert args[:6] == ["deploy", "LayaServerless", "--require-approval", "never", "--outputs-file",
                         str((tmp_path / "cache" / "deploy" / "cdk-outputs.json").resolve())]
-    graph_mb = str(math.ceil((tiny_fp32 / "model.onnx").stat().st_size / 2**20))  # sizes the functions' memory
+    graph_mb = "tiny-modernbert=%d" % math.ceil((tiny_fp32 / "model.onnx").stat().st_size / 2**20)  # memory, summed
     assert fake.context() == {"arch": "x86_64", "prefix": "/laya", "deployed": "english=tiny-modernbert",
                               "target": "cpu-fp32", "artifact_bucket": DEFAULT_BUCKET, "graph_mb": graph_mb,
                               "artifact_pins": "tiny-modernbert/cpu-fp32=%s" % pointer["artifact"]}
@@ -467,3 +468,17 @@ def test_the_names_are_the_cdk_apps() -> None:
                                              constants.JOBS_NONCURRENT_DAYS, constants.MULTIPART_ABORT_DAYS)
     assert bucket.JOBS_PREFIX == JOBS_PREFIX
     assert command.INFRA_DIR == constants.REPO_ROOT / "infra"
+
+
+def test_each_checkpoint_passes_the_size_of_its_largest_graph(tmp_path: Path) -> None:
+    """`-c graph_mb` names every stored checkpoint (hub ids too): the stack adds up what each needs at INIT."""
+    def artifact(name: str, size: int) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        with open(folder / "model.onnx", "wb") as graph:
+            graph.truncate(size)   # sparse: only the size is read
+        return folder
+
+    sizes = command.graph_sizes({"owner/laya-en": [artifact("en-int8", 2**29), artifact("en-fp32", 1_685_300_964)],
+                                 "laya-m": [artifact("m-fp32", 1_287_787_958)], "unbuilt": [tmp_path / "none"]})
+    assert sizes == "owner/laya-en=1608,laya-m=1229"

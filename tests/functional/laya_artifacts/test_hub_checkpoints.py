@@ -15,7 +15,7 @@ import pytest
 from laya_artifacts.checkpoints.sources import resolve_checkpoint, resolve_source
 from laya_artifacts.cli import main as cli
 from laya_artifacts.deploy import command
-from laya_serverless.errors import DeployFailed
+from laya_artifacts.errors import DeployFailed
 from tests.conftest import tiny_choice_slice, write_goldens_file
 
 HUB_ID = "laya-test/tiny"
@@ -70,6 +70,13 @@ class Recorded(Exception):
     pass
 
 
+class SomeAccount:
+    """STS for credentials that work: deploy checks them before it builds."""
+
+    def get_caller_identity(self) -> dict[str, str]:
+        return {"Account": "123456789012"}
+
+
 def _deploy_until_the_build(request: command.Request) -> list[tuple[Path, str, str | None, str]]:
     """deploy() with the real resolver and a builder that records its call and stops the command there."""
     calls: list[tuple[Path, str, str | None, str]] = []
@@ -78,7 +85,7 @@ def _deploy_until_the_build(request: command.Request) -> list[tuple[Path, str, s
         calls.append((checkpoint, name, revision, target))
         raise Recorded("stopped after recording the build")
 
-    seams = command.Seams(s3=None, sts=None, secrets=None, run_cdk=lambda _a: 1, build=build)
+    seams = command.Seams(s3=None, sts=SomeAccount(), secrets=None, run_cdk=lambda _a: 1, build=build)
     with pytest.raises(DeployFailed, match=r"^step 1/6 build: stopped after recording the build"):
         command.deploy(request, seams)
     return calls
@@ -94,7 +101,7 @@ def test_deploy_builds_the_hub_checkpoint_at_its_revision_s_commit(hub_cache: Pa
 
 def test_deploy_refuses_one_revision_for_several_checkpoints(tmp_path: Path) -> None:
     request = command.Request(checkpoints=(HUB_ID, "demo"), revision="v1", cache=tmp_path)
-    seams = command.Seams(s3=None, sts=None, secrets=None, run_cdk=lambda _a: 1)
+    seams = command.Seams(s3=None, sts=SomeAccount(), secrets=None, run_cdk=lambda _a: 1)
     with pytest.raises(DeployFailed, match=r"step 1/6 build: --revision pins one Hugging Face checkpoint: name "
                                            r"exactly one --checkpoint"):
         command.deploy(request, seams)

@@ -18,6 +18,7 @@ import pytest
 from laya_artifacts.build import build_artifact
 from laya_artifacts.goldens.record import load_goldens, write_goldens
 from laya_artifacts.search.emulated import emulated_gate
+from laya_artifacts.spec import BuildSeams, BuildSpec
 from laya_serverless.artifact.cpu import read_cpuinfo
 from laya_serverless.gate.replay import run_gate
 from tests.conftest import golden_slice
@@ -70,9 +71,10 @@ def layer_mix_build(tiny_modernbert: tuple[Path, Path],
                          keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
     assert {row["split"] for row in short["rows"]} == {"selection", "confirmation"}, short["rows"]
     goldens = write_goldens(short, root / "g")
-    out, report = build_artifact(tiny_modernbert[0], "cpu-int8", root / "a", goldens_path=goldens, min_speedup=0,
-                                 candidates=["layer-mix"], timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0}),
-                                 emulate_classes=True)
+    out, report = build_artifact(tiny_modernbert[0],
+                                 BuildSpec.of("cpu-int8", goldens=goldens, min_speedup=0, candidates=["layer-mix"],
+                                              emulate_classes=True), root / "a",
+                                 seams=BuildSeams(timer=fixed_speeds({"fp32": 10.0, "layer-mix": 5.0})))
     return out, report, goldens
 
 

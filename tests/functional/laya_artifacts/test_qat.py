@@ -179,6 +179,7 @@ def test_a_quantization_aware_build_gates_the_copy_against_the_original(
     from laya_artifacts.build import GateFailed, build_artifact
     from laya_artifacts.goldens.record import weights_sha256
     from laya_artifacts.search import precision as search
+    from laya_artifacts.spec import BuildSeams, BuildSpec
     from tests.functional.laya_artifacts.test_build import fixed_speeds
 
     checkpoint = tiny_modernbert[0]
@@ -190,9 +191,10 @@ def test_a_quantization_aware_build_gates_the_copy_against_the_original(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(search, "SPEED_CASES", 2)
         try:
-            build_artifact(checkpoint, "cpu-int8", out, goldens_path=goldens, quantization_aware=settings,
-                           candidates=["encoder"], min_speedup=0, progress=said.append,
-                           timer=fixed_speeds({"fp32": 100.0, "encoder": 50.0}))
+            build_artifact(checkpoint,
+                           BuildSpec.of("cpu-int8", goldens=goldens, quantization_aware=settings,
+                                        candidates=["encoder"], min_speedup=0), out,
+                           seams=BuildSeams(progress=said.append, timer=fixed_speeds({"fp32": 100.0, "encoder": 50.0})))
         except GateFailed as exc:
             assert exc.report.notes[0].startswith("quantization-aware fine-tune (8 steps, head)")
             assert (out / "parity_report.txt").is_file()

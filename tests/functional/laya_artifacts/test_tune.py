@@ -81,7 +81,9 @@ def test_the_recommendation_is_the_cheapest_fitting_size(tuned: tuple[dict[str, 
     fitting = [s for s in result["sizes"] if s["fits"]]
     for arch in ("x86_64", "arm64"):
         cheapest = min(fitting, key=lambda s: s["cost_per_1m_decisions"][arch])
-        assert recommendation["per_arch"][arch]["memory_mb"] == cheapest["memory_mb"]
+        chosen = recommendation["per_arch"][arch]
+        # the cheapest, or the smallest size within this run's noise band of it
+        assert cheapest["memory_mb"] in chosen["within_noise"] and chosen["memory_mb"] == min(chosen["within_noise"])
     choice = recommendation["choice"]
     assert choice["usd_per_1m_decisions"] == min(c["usd_per_1m_decisions"] for c in recommendation["per_arch"].values())
     assert choice["estimated"] == (choice["arch"] == "arm64")

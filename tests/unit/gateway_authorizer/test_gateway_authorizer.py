@@ -80,6 +80,8 @@ def test_the_secret_is_read_once_per_ttl(authorizer):
     (KEY + "\n", r"has spaces or a newline around it \(22 characters, 21 without them\)"),
     ("  " + KEY, r"has spaces or a newline around it \(23 characters, 21 without them\)"),
     (KEY[:5] + "\x00" + KEY[5:], "holds a control character"),
+    (KEY + "é", "holds a character that is not printable ASCII"),
+    ("k" * 20_000, "is 20000 characters long; at most 4096 fit"),
 ])
 def test_a_secret_that_cannot_be_a_key_is_one_clear_error_naming_it_not_a_silent_deny(authorizer, saved, detail):
     """A secret saved with a trailing newline used to deny every caller with no word in any log."""
@@ -91,3 +93,12 @@ def test_a_secret_that_cannot_be_a_key_is_one_clear_error_naming_it_not_a_silent
     with pytest.raises(module.ApiKeyMisconfigured, match=r"^LAYA_API_KEY_SECRET_ARN: the API key secret " + detail):
         module.handler({"authorizationToken": "Bearer " + saved.strip(), "methodArn": METHOD_ARN}, None, client)
     assert module._cache["value"] is None   # nothing refused is kept
+
+
+@pytest.mark.parametrize("key", ["", "ok-key", "k\x01y", "kéy", "k" * 4096, "k" * 4097, "\u2028key", "key\x7f"])
+def test_the_authorizer_refuses_the_keys_the_runtime_refuses(authorizer, key):
+    """The authorizer ships alone with its own copy of the rule; it must say what the runtime says."""
+    from laya_serverless.configuration import MAX_KEY_CHARS, key_problem
+
+    module, _ = authorizer
+    assert module.MAX_KEY_CHARS == MAX_KEY_CHARS and module.key_problem(key) == key_problem(key)

@@ -68,3 +68,30 @@ def test_every_pin_is_a_debian_pool_path_with_a_sha256() -> None:
         assert pool_path.startswith("pool/main/") and pool_path.endswith("_arm64.deb")
         assert len(sha256) == 64 and int(sha256, 16) >= 0
     assert any("python3.13-minimal_3.13.5" in pool_path for pool_path, _ in aarch64_python.DEBS)
+
+
+def test_the_driver_and_the_emulated_module_it_loads_are_where_the_probe_looks() -> None:
+    assert probe.DRIVER.is_file() and probe.EMULATED_PY.is_file()
+
+
+def _answer(choice: str, p: float, noul: float = 0.5) -> dict:
+    return {"answers": {"team": {"type": "choice", "choice": choice, "probabilities": {"a": p, "b": 1 - p}},
+                        "churn": {"type": "noul", "noul": noul}}}
+
+
+def test_emulated_answers_are_compared_with_this_machine_s_and_say_pass_or_fail(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[str] = []
+    here = {"1": _answer("a", 0.9), "2": {"error": "QuestionError: too many options"}}
+
+    def emulated(answers: dict) -> int:
+        monkeypatch.setattr(probe, "probe", lambda *_a: {"answers": answers, "python": "CPython 3.13 aarch64",
+                                                         "emulator": "qemu", "int8_kernels": "arm64-dotprod"})
+        return probe.run(str(tmp_path), "c.jsonl", str(tmp_path / "o.json"), "arm64", None, str(tmp_path),
+                         said.append, lambda _a, _c: here)
+
+    assert emulated({"1": _answer("a", 0.90005), "2": {"error": "QuestionError: too many options"}}) == 0
+    assert said[-1] == "probe: pass: every answer matches this machine's (same choices, |dp| <= 0.0001)"
+    assert emulated({"1": _answer("b", 0.4), "2": {"error": "QuestionError: too many options"}}) == 1
+    assert said[-1].startswith("probe: FAIL: 1 answers differ from this machine's beyond |dp| 0.0001: 1/team: "
+                               "choice b vs a, |dp| 0.5 over 0.0001")

@@ -61,3 +61,43 @@ def test_an_unconstrained_size_says_why() -> None:
     sizes = summarize({(1024, "t1"): _samples([10.0, 20.0], 100.0)}, {1024: Quota(1024, "unconstrained",
                       reason="not root")}, configs, Prices.load(), ARCHES, None)
     assert (sizes[0]["quota"], sizes[0]["quota_reason"]) == ("unconstrained", "not root")
+
+
+def _priced(costs: dict[int, float], noise: float) -> list[dict]:
+    return [{"memory_mb": mb, "config": "t1", "cost_per_1m_decisions": {"x86_64": usd}, "estimated": {"x86_64": False},
+             "meets_slo": {"x86_64": True}, "noise": noise,
+             "configs": [{"name": "t1", "cost": {"x86_64": {"p99_ms": 9.0}}}]}
+            for mb, usd in costs.items()]
+
+
+def test_a_winner_is_named_only_outside_the_noise_band() -> None:
+    """1% apart with 3% noise: no winner, the smallest size within the band, and it says so; 20% apart: a winner."""
+    tied = recommend(_priced({1024: 0.1010, 2048: 0.1000, 3008: 0.1500}, 0.03), ["x86_64"], None)
+    assert tied["choice"]["memory_mb"] == 1024 and tied["choice"]["within_noise"] == [1024, 2048]
+    assert tied["why"].startswith("1024, 2048 MB are within this run's noise band (+-3.0%) of the cheapest: no "
+                                  "winner on cost; the smallest of them is recommended")
+    clear = recommend(_priced({1024: 0.1200, 2048: 0.1000}, 0.03), ["x86_64"], None)
+    assert clear["choice"]["memory_mb"] == 2048
+    assert clear["why"].startswith("cheapest per 1M decisions, outside this run's noise band (+-3.0%)")
+
+
+def test_the_noise_is_how_far_the_per_round_means_moved() -> None:
+    from laya_artifacts.tune.measure import round_noise
+
+    assert round_noise([10.0, 10.0, 12.0, 12.0], 2) == pytest.approx(1 / 11, abs=1e-4)
+    assert round_noise([10.0, 12.0], 1) == 0.0
+
+
+@pytest.mark.parametrize("missing, words", [
+    (True, "demo-cpu-fp32: no such artifact directory (`make serve` builds .cache/artifacts/demo-cpu-fp32-<time>)"),
+    (False, "demo-cpu-fp32 is not an artifact directory: decode_config.json is missing"),
+])
+def test_tune_on_a_folder_that_is_not_an_artifact_is_one_line_naming_it(tmp_path, capsys, missing, words) -> None:
+    from laya_artifacts.cli import main
+
+    if not missing:
+        (tmp_path / "demo-cpu-fp32").mkdir()
+    assert main(["tune", str(tmp_path / "demo-cpu-fp32"), "--json", str(tmp_path / "o.json"), "--no-quota"]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("[laya-artifacts] error: ") and words in lines[0]
+    assert not (tmp_path / "o.json").exists()

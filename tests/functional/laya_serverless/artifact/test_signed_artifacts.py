@@ -37,7 +37,7 @@ def fake_artifact(root: Path, marker: str, checkpoint: str = CHECKPOINT, target:
     for name, data in (("model.onnx", ("graph %s" % marker).encode()), ("tokenizer.json", b"{}")):
         (root / name).write_bytes(data)
         files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
-    manifest = {"schema": SCHEMA, "files": files, "parity": {},
+    manifest = {"schema": SCHEMA, "files": files, "parity": {"passed": True},
                 "configuration": {"checkpoint": {"name": checkpoint, "revision": marker}, "target": target}}
     (root / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True))
     return root
@@ -230,7 +230,8 @@ def test_a_malformed_pin_is_refused_naming_the_variable(text: str) -> None:
 
 
 def test_hub_checkpoint_pins_keep_their_owner() -> None:
-    pins = Settings.from_environ({ARTIFACT_PINS: "owner/name/cpu-int8=%s, demo/cpu-fp32=%s" % ("a" * 64, "b" * 64)})
+    pins = Settings.from_environ({ARTIFACT_PINS: "owner/name/cpu-int8=%s, demo/cpu-fp32=%s" % ("a" * 64, "b" * 64),
+                                  "LAYA_DEPLOYED": "english=demo,hub=owner/name"})
     assert pins.deployment.artifact_pins == {"owner/name/cpu-int8": "a" * 64, "demo/cpu-fp32": "b" * 64}
 
 
@@ -250,7 +251,7 @@ def test_rollback_points_back_at_the_previous_artifact_in_one_command(store: Obj
     assert _pointer(store)["history"] == [second, first]
     assert rollback(store, CHECKPOINT, TARGET) == (third, second)
     assert _pointer(store) == {"artifact": second, "checkpoint": CHECKPOINT, "target": TARGET, "revision": "two",
-                               "history": [first], "rolled_back_from": third}
+                               "history": [first], "rolled_back_from": third, "forward": [third]}
     assert rollback(store, CHECKPOINT, TARGET) == (second, first)
     with pytest.raises(ArtifactError, match="remembers no earlier artifact"):
         rollback(store, CHECKPOINT, TARGET)
@@ -359,14 +360,30 @@ def test_the_deploy_command_signs_with_one_account_key_and_tells_the_stack(aws: 
 
 # ---------------------------------------------------------------------------------- the embedded default
 
-def test_make_serve_signs_the_local_store_with_a_local_key_and_trusts_it(tmp_path: Path) -> None:
+def test_make_serve_never_signs_what_the_pointer_names(tmp_path: Path) -> None:
+    """A consistent, re-hashed, unsigned forgery behind the demo's pointer stays unsigned and is refused."""
     from laya_artifacts.quickstart import ensure_signed
 
-    artifact_id = publish(fake_artifact(tmp_path / "a", "one"), LocalStore(tmp_path / "store"))
+    forged = publish(fake_artifact(tmp_path / "a", "forged"), LocalStore(tmp_path / "store"))
     public = ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET)
-    assert ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET) == public  # made once, signed once
+    assert ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET) == public  # the key is made once
     assert (tmp_path / "keys" / "artifact-signing.pem").stat().st_mode & 0o777 == 0o600
-    assert trusted_artifact(LocalStore(tmp_path / "store"), CHECKPOINT, TARGET, (str(public),))[0] == artifact_id
+    assert LocalStore(tmp_path / "store").list("artifacts/%s/signatures/" % forged) == []
+    with pytest.raises(ArtifactError, match="no signature by a trusted key"):
+        trusted_artifact(LocalStore(tmp_path / "store"), CHECKPOINT, TARGET, (str(public),))
+
+
+def test_make_serve_signs_what_it_publishes_and_remembers_it(tmp_path: Path) -> None:
+    from laya_artifacts.deploy.command import Built, publish_step
+    from laya_artifacts.quickstart import ensure_signed, local_signer, remember_published
+
+    store = LocalStore(tmp_path / "store")
+    built = Built(CHECKPOINT, {TARGET: fake_artifact(tmp_path / "a", "one")})
+    published = publish_step([built], store, lambda _m: None, local_signer(tmp_path / "keys"))
+    remember_published(tmp_path / "mark.json", TARGET, published["%s/%s" % (CHECKPOINT, TARGET)])
+    public = ensure_signed(tmp_path / "store", tmp_path / "keys", TARGET)
+    assert trusted_artifact(store, CHECKPOINT, TARGET, (str(public),))[0] == json.loads(
+        (tmp_path / "mark.json").read_text())["artifact"]
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
-"""A deployment whose int8 artifact was gated on other int8 kernels serves the checkpoint's FP32
-artifact instead and says so; with no FP32 artifact it is not ready rather than unproven."""
+"""A deployment whose int8 artifact was gated on other int8 kernels, or has none published, serves the
+checkpoint's FP32 artifact instead and says so; with no FP32 artifact it is not ready rather than unproven."""
 
 from __future__ import annotations
 
@@ -76,3 +76,19 @@ def test_without_an_fp32_artifact_the_deployment_is_not_ready(tiny_fp32: Path, t
     app = TestClient(build_service(_settings(tmp_path / "store", tmp_path)))
     assert app.get("/health").json()["ready"] is False
     assert app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 503
+
+
+def test_with_no_int8_published_the_default_target_serves_fp32_and_says_so(tiny_fp32: Path, tmp_path: Path) -> None:
+    """What the quickstart leaves (cpu-fp32 alone) is served under the default target, not refused."""
+    publish(tiny_fp32, LocalStore(tmp_path / "store"))
+    settings = Settings.from_environ({"LAYA_STORE": str(tmp_path / "store"), "LAYA_DEPLOYED": "english=tiny-modernbert",
+                                      "LAYA_CACHE_DIR": str(tmp_path / "cache")})
+    assert settings.deployment.target == "cpu-int8"
+    app = TestClient(build_service(settings))
+    health = app.get("/health").json()
+    assert health["loaded"] == ["english"]
+    assert health["target_fallbacks"]["english"] == {
+        "served": "cpu-fp32", "reason": "no cpu-int8 artifact is published for tiny-modernbert"}
+    answered = app.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS})
+    assert answered.status_code == 200
+    assert answered.json()["routing"]["repo"] == "tiny-modernbert"  # what serves, not upstream's bundle

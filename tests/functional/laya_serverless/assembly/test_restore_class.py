@@ -117,6 +117,24 @@ def test_restored_where_nothing_may_serve_the_instance_refuses(tiny_fp32: Path, 
     assert ("RefusedArtifacts", 1.0) in metrics.recorded
 
 
+@pytest.mark.slow
+def test_a_restore_never_fetches_past_its_budget_it_withdraws_saying_why(tiny_fp32: Path, tmp_path: Path,
+                                                                        metrics: _Metrics) -> None:
+    """A published checkpoint's graph cannot be fetched and opened within a restore's 10 s: past the budget the
+    switch is not made, nothing is fetched, and the instance answers 503 (its log names the artifact and budget)."""
+    store = LocalStore(tmp_path / "store")
+    publish(tiny_fp32, store)
+    publish(_int8_gated_on_vnni(tiny_fp32, tmp_path / "int8"), store)
+    serve, settings, client = _served(tmp_path, tmp_path / "store", VNNI)
+    cached = sorted((tmp_path / "cache").rglob("*"))
+    snapstart.recheck(serve, settings.deployment, cpu=lambda: AVX2, fetch_budget=1)
+    assert sorted((tmp_path / "cache").rglob("*")) == cached   # no graph moved
+    assert client.get("/health").json()["ready"] is False
+    response = client.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS})
+    assert response.status_code == 503 and "restored on a CPU" in response.json()["detail"]
+    assert ("RefusedArtifacts", 1.0) in metrics.recorded and ("ClassSwitches", 1.0) not in metrics.recorded
+
+
 def test_a_restore_that_cannot_choose_again_withdraws_the_deployment(tmp_path: Path, metrics: _Metrics) -> None:
     """The store no longer holds what INIT served (or cannot be read): never keep the unchecked int8 serving."""
     settings = Settings.of(store=str(tmp_path / "empty"), deployed={"english": "demo"})

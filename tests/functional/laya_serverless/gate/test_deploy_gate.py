@@ -126,3 +126,13 @@ def test_a_pass_on_a_gpu_is_recorded_under_the_gpu_s_class_where_the_container_r
     built_elsewhere = Manifest({"configuration": {"target": "cuda-fp16", "cuda": {
         "build_gpu": {"gpu": {"name": "NVIDIA A10G"}, "onnxruntime": "1.32.0"}}}, "files": {}})
     assert unproven_on_this_gpu(built_elsewhere, artifact_id, store, l4) is None
+
+
+def test_the_default_int8_target_over_a_checkpoint_with_only_fp32_published_passes_as_skipped(
+        tiny_fp32: Path, tmp_path: Path) -> None:
+    """The stack's default target follows the runtime's rule: no int8 published, its cpu-fp32 serves, no re-gate."""
+    publish(tiny_fp32, LocalStore(tmp_path / "store"))
+    response = handler(_event(tmp_path / "store", strict=True), None)
+    result = json.loads(response["Data"]["Results"])[0]
+    assert response["Data"]["Passed"] == "true"
+    assert result["skipped"] == "no cpu-int8 artifact is published; its cpu-fp32 serves"

@@ -54,7 +54,7 @@ class SlowSession(RowSession):
 def decider(poison: bool = False, delay: float = 0.0) -> Decider:
     encoder = word_encoder()
     bad = tuple(encoder.encode(POISON_WORD)) if poison else ()
-    return Decider(SlowSession(delay) if delay else RowSession(bad), encoder, config())
+    return Decider(SlowSession(delay) if delay else RowSession(bad), encoder, config(max_positions=512))
 
 
 def deployment(poison: bool = False, delay: float = 0.0) -> Deployment:

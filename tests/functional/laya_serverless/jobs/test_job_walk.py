@@ -51,6 +51,9 @@ class Walk:
     drawn: list[tuple[str, ...]] = field(default_factory=list)  # each path from the entry, first time walked
     walked_back: list[str] = field(default_factory=list)
     went_back: list[str] = field(default_factory=list)
+    package: str = PACKAGE   # whose modules are rooms (the build wing's walk traces `laya_artifacts.`)
+    depth: int | None = None   # how many parts of a module's name make its room (None: the whole name)
+    alternating: set[tuple[str, str]] = field(default_factory=lambda: set(ALTERNATING))
 
     def __call__(self, frame: FrameType, event: str, _arg: Any) -> None:
         if event == "call":
@@ -59,7 +62,7 @@ class Walk:
             self.open_visits.pop()
 
     def _enter(self, name: str, function: str) -> None:
-        module = name[len(PACKAGE):] if name.startswith(PACKAGE) else None
+        module = ".".join(name[len(self.package):].split(".")[:self.depth]) if name.startswith(self.package) else None
         here = self.open_visits[-1] if self.open_visits else None
         if module is None or (here is not None and here.path[-1] == module):
             self.frames.append(False)
@@ -76,7 +79,7 @@ class Walk:
         caller = here.path[-1]
         if module in here.path:
             self.walked_back.append("%s -> %s.%s" % (" -> ".join(here.path), module, function))
-        elif module in here.entered and here.entered[-1] != module and (caller, module) not in ALTERNATING:
+        elif module in here.entered and here.entered[-1] != module and (caller, module) not in self.alternating:
             self.went_back.append("%s went back to %s.%s after %s" % (caller, module, function, here.entered))
         if not here.entered or here.entered[-1] != module:
             here.entered.append(module)

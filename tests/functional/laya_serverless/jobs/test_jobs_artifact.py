@@ -74,7 +74,7 @@ def test_job_run_with_two_worker_processes(environ: dict[str, str], expected: li
     questions.write_text(json.dumps(QUESTIONS), encoding="utf-8")
     assert cli(["job", "run", str(source), "--questions", str(questions), "--out", str(out), "--workers", "2"]) == 0
     progress = capsys.readouterr().err
-    assert "90 states in" in progress and "90/90 states" in progress and "succeeded" in progress
+    assert "90 states in" in progress and "90/90 [" in progress and "succeeded" in progress  # tqdm's bar
     assert_same_answers([json.loads(line) for line in out.read_text().splitlines()], expected)
 
 

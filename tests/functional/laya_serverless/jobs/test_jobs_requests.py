@@ -89,6 +89,10 @@ def body(**fields: Any) -> dict[str, Any]:
     (body(input=7), 400, "'input' must be a store URI"),
     (body(states=["a"], output="jobs/other.jsonl"), 422, "is outside this deployment's job output prefix"),
     (body(states=["a"], max_len=0), 422, "max_len must be a positive integer"),
+    # what /batch refuses for every state is refused at submission, not in every shard (issue 56)
+    (body(states=["a"], max_len=600), 422, "max_len exceeds the model's position limit (600 > 512)"),
+    (body(states=["a"], head_max_len=8192), 422, "head_max_len exceeds the model's position limit (8192 > 512)"),
+    (body(states=["a"], max_len=2), 422, "option markers fit in max_len=2"),
     (body(states=["a"], hooks=["x"]), 422, "hooks run inside the server process"),
     (body(states=["a"], model="./my/checkpoint"), 422, "unknown model './my/checkpoint'"),
     (body(states=["a"], model="multilingual"), 422, "checkpoint 'multilingual' is not deployed here"),

@@ -79,3 +79,27 @@ def test_what_passes_is_forwarded_as_sent_and_bodiless_requests_need_no_key(fron
     assert _send(made, [], [b""], method="GET", path="/health")[0] == 200
     forwarded, health = handler.events
     assert base64.b64decode(forwarded["body"]) == b"".join(parts) and health["path"] == "/health"
+
+
+def test_a_keyed_clients_body_has_a_deadline() -> None:
+    """A client holding the key could trickle its body forever and hold the one Lambda-like worker."""
+    handler = Recording()
+    made = ApiGatewayFront(handler, api_key=KEY, body_timeout=0.2)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        await asyncio.sleep(0.05)
+        return {"type": "http.request", "body": b"x", "more_body": True}   # never ends
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"authorization", b"Bearer " + KEY.encode()), (b"transfer-encoding", b"chunked")]
+    try:
+        asyncio.run(made({"type": "http", "method": "POST", "path": "/v1/systemone", "query_string": b"",
+                          "headers": headers}, receive, send))
+    finally:
+        made.close()
+    assert sent[0]["status"] == 408
+    assert json.loads(sent[1]["body"]) == {"detail": "request body was not received in time"}
+    assert handler.events == []

@@ -25,7 +25,8 @@ OTHER_UID = 65534  # nobody
 
 def _published(tmp_path: Path) -> tuple[LocalStore, str]:
     store = LocalStore(tmp_path / "store")
-    manifest = json.dumps({"schema": SCHEMA, "configuration": {"target": "cpu-fp32"},
+    manifest = json.dumps({"schema": SCHEMA, "parity": {"passed": True},
+                           "configuration": {"target": "cpu-fp32", "checkpoint": {"name": "demo"}},
                            "files": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)}
                                      for n, d in FILES.items()}}).encode()
     artifact_id = hashlib.sha256(manifest).hexdigest()

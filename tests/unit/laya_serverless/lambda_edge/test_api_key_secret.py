@@ -29,7 +29,9 @@ def test_a_saved_key_is_used_as_saved() -> None:
     ("s3cr3t-key\n", r"the API key secret has spaces or a newline around it \(11 characters, 10 without them\); "
                      "save the key without them"),
     (" s3cr3t-key", r"the API key secret has spaces or a newline around it \(11 characters, 10 without them\)"),
-    ("s3cr3t\x1b-key", "the API key secret holds a control character; save the key without it"),
+    ("s3cr3t\x1b-key", "the API key secret holds a control character; save a key clients can send"),
+    ("s3cr3t-kéy", "the API key secret holds a character that is not printable ASCII"),
+    ("k" * 4097, "the API key secret is 4097 characters long; at most 4096 fit in a request's headers"),
 ])
 def test_a_secret_that_cannot_be_a_key_is_refused_naming_it_never_trimmed(saved: str, detail: str) -> None:
     """A secret saved with a trailing newline used to be served as is: every caller got 401, and no log said why."""

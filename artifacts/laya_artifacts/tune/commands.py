@@ -6,9 +6,10 @@ import argparse
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from laya_serverless.command import Command
 
 if TYPE_CHECKING:
     from laya_artifacts.tune.prices import Prices
@@ -17,34 +18,27 @@ if TYPE_CHECKING:
 
 def _tune(args: argparse.Namespace) -> int:
     """`tune`: time and price an artifact here, or the deployed function through Power Tuning (`--aws`)."""
-    from laya_artifacts.tune.measure import TuneError, parse_configs, parse_memory
-    from laya_artifacts.tune.prices import ARCHES, PriceError, Prices
-    from laya_artifacts.tune.workload import WorkloadError, read_workload
-
-    try:
-        memory = parse_memory(args.memory)
-        arches = [a.strip() for a in args.arch.split(",") if a.strip()]
-        if not arches or any(a not in ARCHES for a in arches):
-            raise TuneError("--arch takes %s, got %r" % (",".join(ARCHES), args.arch))
-        prices = Prices.load(Path(args.prices) if args.prices else None, args.arm64_time_factor)
-        requests = read_workload(Path(args.workload) if args.workload else None)
-        if args.aws:
-            return _tune_aws(args, memory, prices, requests)
-        if not args.artifact:
-            raise TuneError("give an ARTIFACT directory to time here, or --aws FUNCTION_ARN")
-        configs = parse_configs(args.configs)
-    except (TuneError, PriceError, WorkloadError) as exc:
-        return args.fail(str(exc))
-    from laya_artifacts.tune.measure import tune
+    from laya_artifacts.tune.measure import TuneError, parse_configs, parse_memory, tune
+    from laya_artifacts.tune.prices import ARCHES, Prices
     from laya_artifacts.tune.report import plot, table
+    from laya_artifacts.tune.workload import read_workload
 
-    try:
-        result = tune(Path(args.artifact), requests, memory=memory, arches=arches, configs=configs, prices=prices,
-                      slo_p99_ms=args.slo_p99_ms, rounds=args.rounds, warm_requests=args.requests,
-                      quota=not args.no_quota, workload_name=args.workload or "built-in", progress=args.progress,
-                      command=" ".join(["laya-artifacts", *args.argv]))
-    except TuneError as exc:   # a measuring process failed or hung: its own error says why
-        return args.fail(str(exc))
+    # Refusals (TuneError, PriceError, WorkloadError: BuildErrors) are said in one line by `cli.main`.
+    memory = parse_memory(args.memory)
+    arches = [a.strip() for a in args.arch.split(",") if a.strip()]
+    if not arches or any(a not in ARCHES for a in arches):
+        raise TuneError("--arch takes %s, got %r" % (",".join(ARCHES), args.arch))
+    prices = Prices.load(Path(args.prices) if args.prices else None, args.arm64_time_factor)
+    requests = read_workload(Path(args.workload) if args.workload else None)
+    if args.aws:
+        return _tune_aws(args, memory, prices, requests)
+    if not args.artifact:
+        raise TuneError("give an ARTIFACT directory to time here, or --aws FUNCTION_ARN")
+    configs = parse_configs(args.configs)
+    result = tune(Path(args.artifact), requests, memory=memory, arches=arches, configs=configs, prices=prices,
+                  slo_p99_ms=args.slo_p99_ms, rounds=args.rounds, warm_requests=args.requests,
+                  quota=not args.no_quota, workload_name=args.workload or "built-in", progress=args.progress,
+                  command=" ".join(["laya-artifacts", *args.argv]))
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
@@ -57,7 +51,7 @@ def _tune(args: argparse.Namespace) -> int:
 def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, requests: list[Request]) -> int:
     import boto3
 
-    from laya_artifacts.tune.power_tuning import PowerTuningError, table, tune_aws
+    from laya_artifacts.tune.power_tuning import table, tune_aws
 
     if not args.state_machine:
         return args.fail("--aws needs --state-machine ARN: Power Tuning's state machine (docs/deploy.md)")
@@ -67,14 +61,11 @@ def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, reque
     for flag, arn, kind in (("--aws", args.aws, "lambda"), ("--state-machine", args.state_machine, "states")):
         if not re.fullmatch(r"arn:aws[a-z-]*:%s:[a-z0-9-]+:\d{12}:.+" % kind, arn):
             return args.fail("%s takes a %s ARN (arn:aws:%s:REGION:ACCOUNT:...), got %r" % (flag, kind, kind, arn))
-    try:
-        result = tune_aws(args.aws, args.state_machine, requests, memory, prices,
-                          sfn=boto3.client("stepfunctions", region_name=args.state_machine.split(":")[3]),
-                          lambda_client=boto3.client("lambda", region_name=args.aws.split(":")[3]), num=args.num,
-                          parallel=args.parallel, prefix=args.prefix, stage=args.stage, bearer=bearer,
-                          slo_mean_ms=args.slo_p99_ms, progress=args.progress)
-    except PowerTuningError as exc:
-        return args.fail(str(exc))
+    result = tune_aws(args.aws, args.state_machine, requests, memory, prices,
+                      sfn=boto3.client("stepfunctions", region_name=args.state_machine.split(":")[3]),
+                      lambda_client=boto3.client("lambda", region_name=args.aws.split(":")[3]), num=args.num,
+                      parallel=args.parallel, prefix=args.prefix, stage=args.stage, bearer=bearer,
+                      slo_mean_ms=args.slo_p99_ms, progress=args.progress)
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
@@ -82,13 +73,10 @@ def _tune_aws(args: argparse.Namespace, memory: list[int], prices: Prices, reque
     return 0
 
 
-def add_tune(commands: argparse._SubParsersAction, progress: Callable[[str], None],
-             fail: Callable[[str], int]) -> None:
+def _arguments(tune: argparse.ArgumentParser) -> None:
     from laya_artifacts.tune.measure import CONFIG_HELP, DEFAULT_CONFIGS, DEFAULT_REQUESTS, DEFAULT_ROUNDS
     from laya_artifacts.tune.power_tuning import DEFAULT_NUM
 
-    tune = commands.add_parser("tune", help="time an artifact under each Lambda memory size's CPU share and price "
-                                            "a decision per size and architecture (docs/deploy.md#choosing-a-size)")
     tune.add_argument("artifact", nargs="?", help="an artifact directory (not needed with --aws)")
     tune.add_argument("--memory", default="1024,2048,3008", metavar="MB[,MB]", help="sizes (default %(default)s)")
     tune.add_argument("--arch", default="x86_64,arm64", metavar="A[,A]",
@@ -120,5 +108,9 @@ def add_tune(commands: argparse._SubParsersAction, progress: Callable[[str], Non
     aws.add_argument("--bearer-env", metavar="NAME",
                      help="an environment variable holding the API key (it is sent in every payload, so it is "
                           "stored in the execution's history)")
-    tune.set_defaults(run=_tune, progress=progress, fail=fail)   # the CLI's own reporting
+
+
+# `args.progress` and `args.fail` are the CLI's own reporting, set on every command by `cli.parser`.
+COMMANDS = (Command("tune", "time an artifact under each Lambda memory size's CPU share and price a decision per size "
+                    "and architecture (docs/deploy.md#choosing-a-size)", _arguments, _tune),)
 

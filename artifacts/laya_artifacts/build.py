@@ -30,6 +30,7 @@ from laya_artifacts.export.cuda import convert_fp16
 from laya_artifacts.export.onnx_export import FUSION_RECORD, OPSET, export_checkpoint
 from laya_artifacts.goldens.corpus import read_gate_cases
 from laya_artifacts.goldens.record import GOLDENS_FILE, goldens_for_build
+from laya_artifacts.goldens.reference_spread import gate_with_derived_tolerance
 from laya_artifacts.package.runtime_lock import runtime_record
 from laya_artifacts.qat.build_plan import prepare_build, trade_off
 from laya_artifacts.search.decision import decide, kept_refusal, search_key
@@ -160,7 +161,8 @@ def _recorded_refusal(goldens: dict[str, Any], spec: BuildSpec, key: dict[str, A
 
 
 def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any], spec: BuildSpec,
-               key: dict[str, Any] | None, candidates: Sequence[str] | None, seams: BuildSeams) -> Staged:
+               key: dict[str, Any] | None, candidates: Sequence[str] | None, seams: BuildSeams,
+               checkpoint_dir: Path) -> Staged:
     """cpu-fp32: the export optimized offline and gated. cpu-int8: the precision search, then its choice gated."""
     target, progress = spec.target, seams.progress
     tolerance = TOLERANCES[target]
@@ -169,7 +171,9 @@ def _stage_cpu(raw: Path, scratch: Path, out_dir: Path, goldens: dict[str, Any],
         prepare_artifact(raw / GRAPH_FILE, raw, out_dir)
         storage = compact_artifact(out_dir)  # FP16 where exact, restored at load: the same answers, fewer bytes
         progress("    %d large tensors stored in FP16 (exact), %d kept FP32" % (storage["fp16"], storage["kept_fp32"]))
-        gated = run_gate(out_dir, goldens, target, threads=SEARCH_THREADS, progress=progress)
+        gated = gate_with_derived_tolerance(run_gate(out_dir, goldens, target, threads=SEARCH_THREADS,
+                                                     progress=progress),
+                                            checkpoint_dir, out_dir, goldens, target, SEARCH_THREADS, progress)
         return Staged(gated, {"weights": "fp32", "storage": storage}, _optimized_offline())
     progress("3/4 precision search on the selection split at tolerance %g" % tolerance)
     result = decide(raw, scratch, goldens, target, key, candidates, exhaustive=spec.exhaustive_search,
@@ -255,7 +259,7 @@ def _staged(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, goldens: dict[
         progress("    fused %d attention(s) into MultiHeadAttention" % fusion["attention"])
         if device_of_target(spec.target) == CUDA:
             return _stage_cuda(raw, out_dir, goldens, spec.target, progress), fusion
-        return _stage_cpu(raw, Path(scratch), out_dir, goldens, spec, key, candidates, seams), fusion
+        return _stage_cpu(raw, Path(scratch), out_dir, goldens, spec, key, candidates, seams, checkpoint_dir), fusion
 
 
 def build_artifact(checkpoint_dir: Path, spec: BuildSpec, out_dir: Path, *,

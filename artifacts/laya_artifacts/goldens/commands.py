@@ -12,13 +12,14 @@ from laya_serverless.command import Command
 def _goldens(args: argparse.Namespace) -> int:
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
     from laya_artifacts.goldens.corpus import gate_corpus
-    from laya_artifacts.goldens.record import record_goldens, write_goldens
+    from laya_artifacts.goldens.record import partial_path, record_goldens, write_goldens
 
     cases = gate_corpus(args.gate_cases)
     checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, args.progress)
     args.progress("recording %d cases (%d question rows) with upstream laya" % (
         len(cases), sum(len(c["questions"]) for c in cases)))
-    goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=args.progress)
+    goldens = record_goldens(checkpoint, args.name or name, revision, cases=cases, progress=args.progress,
+                             workers=args.workers, partial=partial_path(Path(args.out)))
     path = write_goldens(goldens, Path(args.out))
     summary = goldens["corpus"]["summary"]
     args.progress("wrote %s: %d cases, %d rows (%s), corpus sha256 %s" % (
@@ -41,10 +42,14 @@ def _parity(args: argparse.Namespace) -> int:
 
 
 def _goldens_arguments(goldens: argparse.ArgumentParser) -> None:
+    from laya_artifacts.goldens.record import RECORD_WORKERS
+
     goldens.add_argument("checkpoint")
     goldens.add_argument("--revision")
     goldens.add_argument("--name")
-    goldens.add_argument("--out", required=True, help="directory for goldens.json")
+    goldens.add_argument("--out", required=True, help="directory for goldens.json (a stopped recording resumes there)")
+    goldens.add_argument("--workers", type=int, default=RECORD_WORKERS,
+                         help="processes recording at once, one torch thread each (default %(default)s)")
     goldens.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
                          help="your own gate cases added to the built-in corpus (repeatable)")
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from laya_artifacts.checkpoints.sources import weights_sha256
 from laya_artifacts.errors import GoldensError
+from laya_artifacts.goldens.resume import PARTIAL_SUFFIX, Meter, PartialWriter, read_partial
 from laya_serverless.artifact.cpu import cpu_family
 from laya_serverless.gate.splits import token_digest
 
@@ -30,6 +31,7 @@ GOLDENS_FILE = "goldens.json"
 SHIPPED_GOLDENS = Path(__file__).parent / "shipped_goldens"
 GOLDENS_FORMAT = 2
 RECORD_THREADS = 1
+RECORD_WORKERS = 1
 
 
 def _f32(value: Any) -> float:
@@ -63,82 +65,151 @@ def _encode_case(agent: Any, case: dict[str, Any]) -> tuple[list[str], list[dict
 
 def record_goldens(checkpoint_dir: Path, name: str, revision: str | None = None, *,
                    cases: Sequence[dict[str, Any]] | None = None, gate_cases: Iterable[str | Path] = (),
-                   threads: int = RECORD_THREADS,
+                   threads: int = RECORD_THREADS, workers: int = RECORD_WORKERS, partial: Path | None = None,
                    progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Run upstream laya on PyTorch CPU FP32 over the gate corpus (or `cases`, e.g. a subset of it).
 
     `gate_cases` adds users' files to the built-in corpus (`gate_corpus.read_gate_cases`); they are
     read and checked before torch is imported, so a malformed line costs nothing. Torch runs on
     `threads` intra-op threads (one by default: a neighbour on a shared core slowed its 2-thread
-    pool 20-50x; the thread count is recorded with the reference).
+    pool 20-50x; the thread count is recorded with the reference), in `workers` processes (cases
+    dealt out one at a time; 1 records in this process). With `partial` (a file) every case is kept
+    as it is recorded and a restart continues where the last run stopped (`goldens/resume.py`).
     """
     from laya_artifacts.goldens.corpus import CORPUS_VERSION, corpus_sha256, gate_corpus, summarize
 
     cases = list(cases) if cases is not None else gate_corpus(gate_cases)
-    import laya
-    import torch
-
-    agent = laya.Agent(str(checkpoint_dir), device="cpu")
-    max_len = int(agent.cfg.get("max_len", 512))
-    rows: list[dict[str, Any]] = []
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    header = {"weights_sha256": weights_sha256(checkpoint_dir), "corpus_sha256": corpus_sha256(cases),
+              "torch_threads": threads}
+    done = read_partial(Path(partial), header) if partial is not None else {}
+    if done:
+        progress("    resuming: %d of %d cases were recorded already (%s)" % (len(done), len(cases), partial))
+    pending = [(i, case) for i, case in enumerate(cases) if i not in done]
+    meter = Meter(len(cases), sum(len(c["questions"]) for c in cases), len(done),
+                  sum(len(c["questions"]) for i, c in enumerate(cases) if i in done), progress)
+    writer = PartialWriter(None if partial is None else Path(partial), header)
     try:
-        _record_rows(agent, cases, rows, progress)
+        meta = _record_pending(Path(checkpoint_dir), pending, threads, workers, done, writer, meter)
     finally:
-        torch.set_num_threads(before)
-    refused_rows = sum(len(r.get("refused", {})) for r in rows)
+        writer.close()
+    rows = [done[i] for i in range(len(cases))]
+    max_len = meta["max_len"]
     summary = summarize(cases)
-    summary["refused_rows"] = refused_rows
+    summary["refused_rows"] = sum(len(r.get("refused", {})) for r in rows)
     summary["cases_by_length"] = dict(Counter(_length_bucket(r.get("state_tokens"), max_len) for r in rows))
     recorded = {
         "format": GOLDENS_FORMAT,
-        "checkpoint": {"name": name, "revision": revision, "weights_sha256": weights_sha256(checkpoint_dir)},
-        "reference": {"laya": laya.__version__ if hasattr(laya, "__version__") else "0.4.15",
-                      "torch": torch.__version__, "device": "cpu", "precision": "fp32", "cpu": cpu_family(),
-                      "torch_threads": threads, "max_len": max_len,
-                      "head_max_len": int(agent.cfg.get("head_max_len", 192))},
-        "corpus": {"version": CORPUS_VERSION, "sha256": corpus_sha256(cases), "summary": summary},
+        "checkpoint": {"name": name, "revision": revision, "weights_sha256": header["weights_sha256"]},
+        "reference": {"laya": meta["laya"], "torch": meta["torch"], "device": "cpu", "precision": "fp32",
+                      "cpu": cpu_family(), "torch_threads": threads, "max_len": max_len,
+                      "head_max_len": meta["head_max_len"]},
+        "corpus": {"version": CORPUS_VERSION, "sha256": header["corpus_sha256"], "summary": summary},
         "rows": rows,
     }
+    writer.finish()
     # JSON-pure, exactly as a golden file reads back (numeric labels become string keys).
     return json.loads(json.dumps(recorded, ensure_ascii=False))
 
 
-def _record_rows(agent: Any, cases: Sequence[dict[str, Any]], rows: list[dict[str, Any]],
-                 progress: Callable[[str], None]) -> None:
+_AGENT: Any = None  # a recording worker's upstream agent (`_worker_start`)
+
+
+def _open_agent(checkpoint_dir: Path, threads: int) -> Any:
+    import laya
+    import torch
+
+    torch.set_num_threads(threads)
+    return laya.Agent(str(checkpoint_dir), device="cpu")
+
+
+def _meta(agent: Any) -> dict[str, Any]:
+    import laya
+    import torch
+
+    return {"laya": laya.__version__ if hasattr(laya, "__version__") else "0.4.15", "torch": torch.__version__,
+            "max_len": int(agent.cfg.get("max_len", 512)), "head_max_len": int(agent.cfg.get("head_max_len", 192))}
+
+
+def _worker_start(checkpoint_dir: Path, threads: int) -> None:
+    global _AGENT
+    _AGENT = _open_agent(checkpoint_dir, threads)
+
+
+def _worker_meta() -> dict[str, Any]:
+    return _meta(_AGENT)
+
+
+def _worker_case(index: int, case: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return index, _record_case(_AGENT, case)
+
+
+def _record_pending(checkpoint_dir: Path, pending: Sequence[tuple[int, dict[str, Any]]], threads: int, workers: int,
+                    done: dict[int, dict[str, Any]], writer: PartialWriter, meter: Meter) -> dict[str, Any]:
+    """Record `pending` (index, case) into `done`, each kept by `writer` as it comes; returns the reference's facts."""
+    def keep(index: int, row: dict[str, Any]) -> None:
+        done[index] = row
+        writer.append(index, row)
+        meter.update(len(row["questions"]))
+
+    if workers <= 1 or len(pending) <= 1:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            agent = _open_agent(checkpoint_dir, threads)
+            for index, case in pending:
+                keep(index, _record_case(agent, case))
+            return _meta(agent)
+        finally:
+            torch.set_num_threads(before)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn: a forked child would inherit this process's torch thread pool state
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start,
+                             initargs=(checkpoint_dir, threads)) as pool:
+        futures = [pool.submit(_worker_case, index, case) for index, case in pending]
+        try:
+            for future in as_completed(futures):
+                keep(*future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return pool.submit(_worker_meta).result()
+
+
+def _record_case(agent: Any, case: dict[str, Any]) -> dict[str, Any]:
+    """One case's golden row, as upstream encodes and answers it."""
     import numpy as np
     import torch
     from laya.common import collate_items
 
     from laya_artifacts.goldens.corpus import GateCasesError
 
-    for n, case in enumerate(cases):
-        try:
-            _, items, refused = _encode_case(agent, case)
-        except (ValueError, TypeError) as exc:
-            raise GateCasesError("%s: upstream laya cannot answer case %r: %s"
-                                 % (case.get("origin", case["source"]), case["id"], exc)) from exc
-        row = {k: case[k] for k in ("id", "source", "lang", "split", "state", "questions", "controls")}
-        if refused:  # the rows below are the accepted questions, in order
-            row["refused"] = refused
-        if items:
-            with torch.no_grad():
-                logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
-            if not np.isfinite(logits).all():
-                raise GoldensError("upstream returned non-finite logits for case %r" % case["id"])
-            row.update({
-                "token_ids_sha256": [token_digest(item["ids"]) for item in items],
-                "n_tokens": [len(item["ids"]) for item in items],
-                "markers": [item["markers"] for item in items],
-                "logits": [[_f32(v) for v in logits[j, : len(item["markers"])]] for j, item in enumerate(items)],
-                "act_probabilities": [[_f32(v) for v in act[j]] for j in range(len(items))],
-                "state_tokens": items[0]["state_stats"]["state_tokens"],
-                "truncated": any(item["state_stats"]["truncated"] for item in items),
-            })
-        rows.append(row)
-        if (n + 1) % 25 == 0:
-            progress("    %d/%d cases recorded" % (n + 1, len(cases)))
+    try:
+        _, items, refused = _encode_case(agent, case)
+    except (ValueError, TypeError) as exc:
+        raise GateCasesError("%s: upstream laya cannot answer case %r: %s"
+                             % (case.get("origin", case["source"]), case["id"], exc)) from exc
+    row = {k: case[k] for k in ("id", "source", "lang", "split", "state", "questions", "controls")}
+    if refused:  # the rows below are the accepted questions, in order
+        row["refused"] = refused
+    if items:
+        with torch.no_grad():
+            logits, act = agent._forward(collate_items([items], agent.tok.pad_token_id))
+        if not np.isfinite(logits).all():
+            raise GoldensError("upstream returned non-finite logits for case %r" % case["id"])
+        row.update({
+            "token_ids_sha256": [token_digest(item["ids"]) for item in items],
+            "n_tokens": [len(item["ids"]) for item in items],
+            "markers": [item["markers"] for item in items],
+            "logits": [[_f32(v) for v in logits[j, : len(item["markers"])]] for j, item in enumerate(items)],
+            "act_probabilities": [[_f32(v) for v in act[j]] for j in range(len(items))],
+            "state_tokens": items[0]["state_stats"]["state_tokens"],
+            "truncated": any(item["state_stats"]["truncated"] for item in items),
+        })
+    return dict(json.loads(json.dumps(row, ensure_ascii=False)))  # as it reads back from the partial file
 
 
 def _length_bucket(state_tokens: int | None, max_len: int) -> str:
@@ -164,6 +235,11 @@ def merge_goldens(goldens: dict[str, Any], extra: dict[str, Any]) -> dict[str, A
     merged.setdefault("corpus", {})["sha256"] = corpus_sha256(merged["rows"])
     merged["corpus"].setdefault("summary", {})["user_rows_added"] = sum(len(r["questions"]) for r in extra["rows"])
     return merged
+
+
+def partial_path(directory: Path) -> Path:
+    """Where a recording into `directory` keeps its rows until `goldens.json` is written (`goldens/resume.py`)."""
+    return Path(directory) / (Path(GOLDENS_FILE).stem + PARTIAL_SUFFIX)
 
 
 def write_goldens(goldens: dict[str, Any], directory: Path) -> Path:
@@ -243,5 +319,6 @@ def recorded_goldens(checkpoint_dir: Path, name: str, directory: Path, revision:
         shutil.copyfile(found, path)
     if not path.is_file():
         progress("recording the gate corpus with upstream laya (PyTorch CPU FP32), once for this checkpoint")
-        write_goldens(record_goldens(Path(checkpoint_dir), name, revision, progress=progress), Path(directory))
+        write_goldens(record_goldens(Path(checkpoint_dir), name, revision, progress=progress,
+                                     partial=partial_path(Path(directory))), Path(directory))
     return path

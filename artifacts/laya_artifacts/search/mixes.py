@@ -1,6 +1,7 @@
 """The precision search's mixes: int8 on part of the encoder, chosen by measured sensitivity.
 
-A unit (an encoder layer, or one MatMul: a node) is quantized alone and gated; then units are added
+`run_mixes` runs both for the search (`precision.py`), each unless it cannot win. A unit (an encoder layer,
+or one MatMul: a node) is quantized alone and gated; then units are added
 least sensitive first, each step gated on the whole selection split, while it still passes. The
 layer mix gates each layer alone on the whole selection split. The node mix has several times as
 many units, so each node alone is gated on a fixed slice of selection (`probe_rows`): the slice only
@@ -18,7 +19,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from laya_artifacts.search.quantize import Candidate
+from laya_artifacts.search.quantize import (
+    LAYER_MIX,
+    NODE_MIX,
+    Candidate,
+    encoder_matmuls,
+    layer_candidate,
+    node_candidate,
+)
 from laya_serverless.gate.replay import SplitReport
 
 PROBE_ROWS = 48  # the node probes' slice of selection rows (each row holds several questions)
@@ -93,3 +101,67 @@ def greedy_mix(search: Searcher, kind: str, units: Sequence[Any], candidate_for:
         mix.best = trial
     mix.units = sorted(chosen)
     return mix
+
+
+def _mix_skipped(name: str, names: Sequence[str], trials: Sequence[Any], passed_fastest: Any, exhaustive: bool,
+                 fp32_ms: float, min_speedup: float | None) -> str | None:
+    """Why a mix is not searched (it cannot win, or was not asked for), or None. A mix quantizes part of what
+    `encoder` quantizes, so it is no faster than `encoder`: that bounds what it can win."""
+    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
+    if name not in names:
+        return "not requested"
+    if whole is not None and whole.passed:
+        return "encoder (every layer) passed: no mix can be faster"
+    if exhaustive or whole is None or whole.speed_ms is None:
+        return None
+    if passed_fastest is not None and passed_fastest.ms <= whole.ms:
+        return "%s passed and is already faster than encoder, the fastest any mix can be" % (
+            passed_fastest.candidate.name)
+    if min_speedup and fp32_ms / whole.ms < min_speedup:
+        return "encoder (every layer) runs x%.2f vs fp32: no mix can reach the x%g a choice needs" % (
+            fp32_ms / whole.ms, min_speedup)
+    return None
+
+
+def run_mixes(search: Any, names: Sequence[str], trials: list[Any], passed_fastest: Any, exhaustive: bool,
+              min_speedup: float | None) -> dict[str, Any]:
+    """The layer mix, then the node mix, each searched unless it cannot win (`_mix_skipped`); a passing mix is timed
+    against FP32 again (`search.time_against_fp32`) and joins `trials`. Returns their records."""
+    matmuls = encoder_matmuls(search.fp32_graph)
+    found: dict[str, Mix] = {}
+    records: dict[str, Any] = {}
+    for name, kind in ((LAYER_MIX, "layer"), (NODE_MIX, "node")):
+        skipped = _mix_skipped(name, names, trials, passed_fastest, exhaustive, search.fp32_ms, min_speedup)
+        layer_mix = found.get("layer")
+        if skipped is None and kind == "node" and layer_mix is not None and layer_mix.units == matmuls.layers:
+            skipped = "the layer mix took every layer: no node mix can be faster"
+        if skipped is not None:
+            if name in names:
+                search.progress("    %s skipped: %s" % (name, skipped))
+            records[name.replace("-", "_")] = {"skipped": skipped}
+            continue
+        if kind == "layer":
+            search.progress("    per-layer sensitivity on selection (%d layers)" % len(matmuls.layers))
+            mix = greedy_mix(search, "layer", matmuls.layers, lambda units: layer_candidate(units),
+                             lambda layer: {"layer": layer})
+        else:
+            probes = probe_rows(search.rows)
+            search.progress("    per-node sensitivity on %d selection rows (%d MatMuls)" % (len(probes),
+                                                                                        len(matmuls.nodes)))
+            mix = greedy_mix(search, "node", list(matmuls.nodes), lambda units: node_candidate(units),
+                             lambda node: {"node": node, "layer": matmuls.nodes[node][0],
+                                           "part": matmuls.nodes[node][1]}, probes)
+        found[kind], records[name.replace("-", "_")] = mix, mix.record()
+        if mix.best is None:
+            search.progress("    %s: no %s passes selection on its own; no mix" % (name, kind))
+            continue
+        best = mix.best
+        best.candidate = layer_candidate(mix.units, LAYER_MIX) if kind == "layer" else node_candidate(mix.units,
+                                                                                                     NODE_MIX)
+        best.recipe = dict(best.recipe, name=name)
+        search.time_against_fp32(best)
+        trials.append(best)
+        search.progress("    %s (%d %ss): %.1f ms, x%.2f vs fp32" % (name, len(mix.units), kind, best.ms,
+                                                                   search.fp32_ms / best.ms))
+    records["layer_sensitivity"] = records.get("layer_mix", {}).get("sensitivity", [])
+    return records

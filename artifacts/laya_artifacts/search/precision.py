@@ -1,16 +1,17 @@
 """The precision search: the fastest reduced-precision encoder that passes the gate's selection split.
 
-1. Every fixed candidate (`quantize.FIXED_CANDIDATES`) is written, optimized offline and timed with
-   the FP32 graph: the median of `SPEED_RUNS` warm passes over a fixed batch of selection cases
-   (`speed_batch`), one session thread, in this process, the graphs' passes interleaved.
+1. Every fixed candidate (`quantize.FIXED_CANDIDATES`), the public recipes first (`quantize.PUBLIC_RECIPES`),
+   is written, optimized offline and timed interleaved with the FP32 graph, one at a time (two sessions
+   open, whatever the model's size): the median of `SPEED_RUNS` warm passes over a fixed batch of
+   selection cases (`speed_batch`), one session thread, scaled to the first FP32 figure.
 2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
-   fastest first and stops at the first that passes: nothing slower can be chosen then.
-3. The mixes (`search/mixes.py`): the per-layer mix gates each encoder layer quantized alone (every MatMul
-   of it) on selection (max |dp|, hard mismatches), then adds layers least sensitive first while
-   selection still passes; the per-node mix does the same with single MatMuls (each alone measured on
-   a fixed slice of selection, every accumulated mix on all of it). Each is skipped when it cannot win:
-   when `encoder` (every layer) passed, or when a fixed candidate that passed is already faster than
-   `encoder`, the fastest any mix can be; the node mix too when the layer mix took every layer.
+   fastest first, stops at the first that passes (nothing slower can be chosen then), gates none that
+   cannot be chosen (below `MIN_SPEEDUP` by more than the noise), and stops gating one once a row misses by
+   `records.PORTABLE_MARGIN` x the tolerance.
+3. The mixes (`search/mixes.py`): per layer, then per node (single MatMuls, each alone on a fixed slice of
+   selection, every accumulated mix on all of it), each unit alone then added least sensitive first while
+   selection passes. A mix is no faster than `encoder`, so it is skipped when it cannot win: `encoder`
+   passed, a passing candidate is already faster than it, or it is below `MIN_SPEEDUP` itself.
 4. The chosen candidate is the fastest that passed selection and is at least `MIN_SPEEDUP` times as fast
    as FP32 by more than FP32's own run-to-run spread in the same search (`timing_noise`): a slower int8
    graph buys nothing, and a speedup inside the noise is not one; FP32 serves then, and the refusal says which.
@@ -30,23 +31,23 @@ from typing import Any
 
 from laya_artifacts.errors import SearchError, SmoothingNotExact
 from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
-from laya_artifacts.search.mixes import Mix, greedy_mix, probe_rows
+from laya_artifacts.search.mixes import probe_rows, run_mixes
 from laya_artifacts.search.quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,
     NODE_MIX,
     Candidate,
     encoder_matmuls,
-    layer_candidate,
-    node_candidate,
     optimize_offline,
     quantize_candidate,
+    search_order,
 )
+from laya_artifacts.search.records import PORTABLE_MARGIN
 from laya_artifacts.search.smoothing import ALPHA, smooth_graph
 from laya_serverless import Decider
 from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 from laya_serverless.artifact.targets import CPU_FP32
-from laya_serverless.gate.replay import SplitReport, gate_rows, row_split
+from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_split, ticker
 
 SELECTION = "selection"
 SPEED_CASES, SPEED_RUNS, SEARCH_THREADS = 16, 5, 1
@@ -153,13 +154,15 @@ def _figures(report: SplitReport) -> str:
 
 class _Search:
     def __init__(self, fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str,
-                 threads: int, progress: Callable[[str], None], timer: SpeedTimer) -> None:
+                 threads: int, progress: Callable[[str], None], timer: SpeedTimer, exhaustive: bool = True) -> None:
         self.fp32_graph, self.raw, self.scratch, self.target = fp32_graph, raw, scratch, target
-        self.threads, self.progress, self.timer = threads, progress, timer
+        self.threads, self.progress, self.timer, self.exhaustive = threads, progress, timer, exhaustive
         self.rows = selection_rows(goldens)
         self.batch = speed_batch(self.rows)
         self._feeds: list[Any] | None = None
         self._smoothed: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
+        self.baseline: Trial | None = None
+        self.fp32_ms = 0.0  # the first FP32 figure: every candidate's speed is scaled to it
 
     def calibration(self) -> list[Any]:
         """The calibration cases: the probe slice of selection (`mixes.probe_rows`) as graph inputs, built once."""
@@ -198,23 +201,43 @@ class _Search:
                                     self.calibration() if candidate.method == "static-int8" else None)
         if smoothing is not None:
             recipe["smoothing"] = smoothing
-        trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
-        trial.decider = Decider.from_artifact(folder, verify=False, threads=self.threads)
-        return trial
+        return Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
+
+    def open(self, trial: Trial) -> Decider:
+        if trial.decider is None:
+            trial.decider = Decider.from_artifact(trial.directory, verify=False, threads=self.threads)
+        return trial.decider
 
     def time(self, trials: Sequence[Trial]) -> None:
         """Time `trials` together (the default timer interleaves them: `measure_speeds`)."""
-        deciders = [t.decider for t in trials]
-        assert all(d is not None for d in deciders)
+        deciders = [self.open(t) for t in trials]
         names = [t.candidate.name for t in trials]
-        for trial, runs in zip(trials, self.timer(names, deciders, self.batch), strict=True):  # type: ignore[arg-type]
+        for trial, runs in zip(trials, self.timer(names, deciders, self.batch), strict=True):
             trial.runs_ms, trial.speed_ms = runs, statistics.median(runs)
 
+    def time_against_fp32(self, trial: Trial) -> None:
+        """Time `trial` interleaved with the FP32 graph; its speed is scaled to the first FP32 figure, so that every
+        candidate compares with one baseline while only two sessions are open at a time."""
+        assert self.baseline is not None
+        again = Trial(self.baseline.candidate, self.baseline.directory, {}, self.baseline.decider)
+        self.time([again, trial])
+        self.baseline.decider = again.decider
+        if not self.fp32_ms:
+            self.fp32_ms, self.baseline.speed_ms, self.baseline.runs_ms = again.ms, again.speed_ms, again.runs_ms
+        else:
+            trial.speed_ms = self.fp32_ms * trial.ms / again.ms
+
     def gate(self, trial: Trial, rows: Sequence[dict[str, Any]] | None = None) -> SplitReport:
-        """`trial` on the selection split (or on `rows`, a slice of it: `mixes.probe_rows`)."""
-        assert trial.decider is not None
-        trial.selection = gate_rows(trial.decider, self.rows if rows is None else list(rows), self.target, SELECTION,
-                                    repeat=False)
+        """`trial` on the selection split (or on `rows`, a slice of it: `mixes.probe_rows`). Unless the search is
+        exhaustive, gating stops once a figure exceeds `PORTABLE_MARGIN` x the tolerance: the refusal is then
+        certain, and clear enough for a kept record to decide every x86 class (`records.usable`)."""
+        gated = self.rows if rows is None else list(rows)
+        stop = None if self.exhaustive else PORTABLE_MARGIN * TOLERANCES[self.target]
+        trial.selection = gate_rows(self.open(trial), gated, self.target, SELECTION, repeat=False, stop_above=stop,
+                                    tick=ticker(self.progress, "%s on selection" % trial.candidate.name))
+        if trial.selection.stopped_early:
+            self.progress("      stopped after %d of %d cases: the refusal is certain"
+                          % (trial.selection.stopped_early["cases"], len(gated)))
         return trial.selection
 
     @staticmethod
@@ -223,13 +246,10 @@ class _Search:
 
 
 def _record(trial: Trial, fp32_ms: float, skipped: str | None = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"name": trial.candidate.name, "recipe": trial.recipe,
-                              "speed_ms": trial.speed_ms, "runs_ms": trial.runs_ms,
-                              "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
-                              "selection": trial.selection.summary() if trial.selection else None}
-    if skipped:
-        record["skipped"] = skipped
-    return record
+    return {"name": trial.candidate.name, "recipe": trial.recipe, "speed_ms": trial.speed_ms,
+            "runs_ms": trial.runs_ms, "speedup": fp32_ms / trial.speed_ms if trial.speed_ms else None,
+            "selection": trial.selection.summary() if trial.selection else None,
+            **({"skipped": skipped} if skipped else {})}
 
 
 def timing_noise(runs_ms: Sequence[float]) -> float:
@@ -238,13 +258,15 @@ def timing_noise(runs_ms: Sequence[float]) -> float:
 
 
 def _why(chosen: Trial | None, passing: list[Trial], fp32_ms: float, min_speedup: float | None,
-         noise: float) -> str:
+         noise: float, too_slow: Sequence[str] = ()) -> str:
     """The verdict in the words a user reads: gate failed, or passed but not faster (with the figures), or chosen."""
     if chosen is not None:
         return "fastest of the candidates that passed selection (%s): %.1f ms, x%.3f vs fp32 (noise +-%.3f)" % (
             ", ".join(t.candidate.name for t in passing), chosen.ms, fp32_ms / chosen.ms, noise)
     if not passing:
-        return "gate failed: no candidate passed selection"
+        return "gate failed: no candidate passed selection%s" % (
+            "; %s not gated: below x%g vs fp32 on this machine" % (", ".join(too_slow), min_speedup or 0)
+            if too_slow else "")
     best = min(passing, key=lambda t: t.ms)
     speedup, rule = fp32_ms / best.ms, min_speedup or 0
     return "gate passed (%s), but not faster than FP32: %s x%.3f %s x%.2f (this run's FP32 timing noise +-%.3f)" % (
@@ -252,77 +274,58 @@ def _why(chosen: Trial | None, passing: list[Trial], fp32_ms: float, min_speedup
         "<" if speedup < rule else "is within the noise of", rule, noise)
 
 
-def _mix_skipped(name: str, names: Sequence[str], trials: Sequence[Trial], passed_fastest: Trial | None,
-                 exhaustive: bool) -> str | None:
-    """Why a mix is not searched (it cannot win, or was not asked for), or None."""
-    whole = next((t for t in trials if t.candidate.name == "encoder"), None)
-    if name not in names:
-        return "not requested"
-    if whole is not None and whole.passed:
-        return "encoder (every layer) passed: no mix can be faster"
-    if not exhaustive and passed_fastest is not None and whole is not None and passed_fastest.ms <= whole.ms:
-        return "%s passed and is already faster than encoder, the fastest any mix can be" % (
-            passed_fastest.candidate.name)
-    return None
-
-
-def _mixes(search: _Search, names: Sequence[str], trials: list[Trial], baseline: Trial, passed_fastest: Trial | None,
-           exhaustive: bool) -> dict[str, Any]:
-    """The layer mix, then the node mix (`search/mixes.py`), each searched unless it cannot win; a passing mix is timed
-    against FP32 again (scaled to the first FP32 figure) and joins `trials`. Returns their records."""
-    matmuls = encoder_matmuls(search.fp32_graph)
-    found: dict[str, Mix] = {}
-    records: dict[str, Any] = {}
-    for name, kind in ((LAYER_MIX, "layer"), (NODE_MIX, "node")):
-        skipped = _mix_skipped(name, names, trials, passed_fastest, exhaustive)
-        layer_mix = found.get("layer")
-        if skipped is None and kind == "node" and layer_mix is not None and layer_mix.units == matmuls.layers:
-            skipped = "the layer mix took every layer: no node mix can be faster"
-        if skipped is not None:
-            records[name.replace("-", "_")] = {"skipped": skipped}
-            continue
-        if kind == "layer":
-            search.progress("    per-layer sensitivity on selection (%d layers)" % len(matmuls.layers))
-            mix = greedy_mix(search, "layer", matmuls.layers, lambda units: layer_candidate(units),
-                             lambda layer: {"layer": layer})
-        else:
-            probes = probe_rows(search.rows)
-            search.progress("    per-node sensitivity on %d selection rows (%d MatMuls)" % (len(probes),
-                                                                                        len(matmuls.nodes)))
-            mix = greedy_mix(search, "node", list(matmuls.nodes), lambda units: node_candidate(units),
-                             lambda node: {"node": node, "layer": matmuls.nodes[node][0],
-                                           "part": matmuls.nodes[node][1]}, probes)
-        found[kind], records[name.replace("-", "_")] = mix, mix.record()
-        if mix.best is None:
-            search.progress("    %s: no %s passes selection on its own; no mix" % (name, kind))
-            continue
-        best = mix.best
-        best.candidate = layer_candidate(mix.units, LAYER_MIX) if kind == "layer" else node_candidate(mix.units,
-                                                                                                     NODE_MIX)
-        best.recipe = dict(best.recipe, name=name)
-        again = Trial(baseline.candidate, baseline.directory, {}, baseline.decider)
-        search.time([again, best])
-        best.speed_ms = (baseline.speed_ms or 0.0) * best.ms / (again.speed_ms or 1.0)
-        trials.append(best)
-        search.progress("    %s (%d %ss): %.1f ms, x%.3f vs fp32" % (name, len(mix.units), kind, best.ms,
-                                                                   (baseline.speed_ms or 0.0) / best.ms))
-    records["layer_sensitivity"] = records.get("layer_mix", {}).get("sensitivity", [])
-    return records
-
-
 def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:
-    """The requested fixed candidates built, and a record for each that could not be (its smoothing not exact)."""
+    """The requested fixed candidates built and timed against FP32 one at a time (public recipes first), each
+    session closed after timing; and a record for each that could not be built (its smoothing not exact)."""
     trials: list[Trial] = []
     unbuilt: list[dict[str, Any]] = []
-    for candidate in FIXED_CANDIDATES:
-        if candidate.name not in names:
-            continue
+    order = search_order(names)
+    for n, candidate in enumerate(order, 1):
+        search.progress("    [%d/%d] %s (%s): building" % (n, len(order), candidate.name, candidate.description))
+        started = time.perf_counter()
         try:
-            trials.append(search.build(candidate))
+            trial = search.build(candidate)
         except SmoothingNotExact as exc:
             search.progress("    %s not built: %s" % (candidate.name, exc))
             unbuilt.append({"name": candidate.name, "recipe": candidate.as_dict(), "skipped": str(exc)})
+            continue
+        search.time_against_fp32(trial)
+        trial.decider = None  # one candidate session open at a time: at real size each holds gigabytes
+        trials.append(trial)
+        search.progress("    [%d/%d] %s: %.1f ms, x%.3f vs fp32 (built and timed in %.0f s)"
+                        % (n, len(order), candidate.name, trial.ms, search.fp32_ms / trial.ms,
+                           time.perf_counter() - started))
     return trials, unbuilt
+
+
+def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool, min_speedup: float | None,
+                noise: float = 0.0) -> tuple[Trial | None, dict[str, str]]:
+    """Gate the timed candidates on selection, fastest first, skipping what cannot win (unless `exhaustive`):
+    anything slower than one that passed, and anything below `min_speedup` once the noise is taken off (the
+    choice's own rule). Returns the fastest that passed."""
+    skipped: dict[str, str] = {}
+    passed_fastest: Trial | None = None
+    ordered = trials if exhaustive else sorted(trials, key=lambda t: t.ms)
+    for n, trial in enumerate(ordered, 1):
+        name, speedup = trial.candidate.name, search.fp32_ms / trial.ms
+        if not exhaustive and passed_fastest is not None:
+            skipped[name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
+        elif not exhaustive and min_speedup and speedup - noise < min_speedup:
+            skipped[name] = "not gated: x%.3f vs fp32 (noise +-%.3f), below the x%g a choice needs" % (
+                speedup, noise, min_speedup)
+        if name in skipped:
+            search.progress("    [%d/%d] %s %s" % (n, len(ordered), name, skipped[name]))
+            continue
+        search.progress("    [%d/%d] gating %s on %d selection cases" % (n, len(ordered), name, len(search.rows)))
+        report = search.gate(trial)
+        search.progress("    %s on selection: %s: %s" % (name, _figures(report),
+                                                         "passed" if report.passed else "failed"))
+        if report.passed and (passed_fastest is None or trial.ms < passed_fastest.ms):
+            passed_fastest = trial
+        if not report.passed:
+            trial.decider = None
+            shutil.rmtree(trial.directory, ignore_errors=True)  # a refused graph is never shipped
+    return passed_fastest, skipped
 
 
 def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str, Any], target: str, *,
@@ -332,36 +335,32 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                      timer: SpeedTimer = wall_clock) -> SearchResult:
     """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
     names = check_candidate_names(candidates)
-    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer)
+    search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer, exhaustive)
     if not search.rows:
         raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")
+    fixed = [c.name for c in search_order(names)]
+    mixes = [n for n in (LAYER_MIX, NODE_MIX) if n in names]
+    progress("    %d candidate(s) to try: %s%s; each is built and timed against fp32 (%d cases x %d runs), then "
+             "gated on %d selection cases (%s)" % (
+                 len(fixed) + len(mixes), ", ".join(fixed), " then the mixes " + ", ".join(mixes) if mixes else "",
+                 len(search.batch), SPEED_RUNS, len(search.rows),
+                 "every candidate, in full" if exhaustive else "fastest first, stopping at the first that passes; "
+                 "no candidate is gated once it cannot win"))
     baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
-    baseline.decider = Decider.from_artifact(baseline.directory, verify=False, threads=threads)
+    search.baseline = baseline
     trials, unbuilt = _build_fixed(search, names)
-    search.time([baseline, *trials])
-    fp32_ms = baseline.speed_ms or 0.0
+    if not trials:
+        search.time_against_fp32(Trial(baseline.candidate, baseline.directory, {}))  # the baseline on its own
+    fp32_ms, noise = search.fp32_ms, timing_noise(baseline.runs_ms)
     progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved; noise +-%.3f)"
-             % (fp32_ms, len(search.batch), SPEED_RUNS, timing_noise(baseline.runs_ms)))
-    for trial in trials:
-        progress("    %s (%s): %.1f ms, x%.3f vs fp32" % (trial.candidate.name, trial.candidate.description,
-                                                          trial.ms, fp32_ms / trial.ms))
-    skipped: dict[str, str] = {}
-    passed_fastest: Trial | None = None
-    for trial in sorted(trials, key=lambda t: t.ms) if not exhaustive else trials:
-        if passed_fastest is not None and not exhaustive:
-            skipped[trial.candidate.name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
-            continue
-        report = search.gate(trial)
-        progress("    %s on selection: %s: %s" % (trial.candidate.name, _figures(report),
-                                                  "passed" if report.passed else "failed"))
-        if report.passed and (passed_fastest is None or trial.ms < passed_fastest.ms):
-            passed_fastest = trial
-    mixes = _mixes(search, names, trials, baseline, passed_fastest, exhaustive)
-    noise = timing_noise(baseline.runs_ms)
+             % (fp32_ms, len(search.batch), SPEED_RUNS, noise))
+    passed_fastest, skipped = _gate_fixed(search, trials, exhaustive, min_speedup, noise)
+    mix_records = run_mixes(search, names, trials, passed_fastest, exhaustive, min_speedup)
     eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or  # clear of the noise band
                                                                   fp32_ms / t.ms - noise >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
-    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise)
+    too_slow = [name for name, why in skipped.items() if "below the" in why]
+    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise, too_slow)
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
     record = {
         "policy": "fastest candidate passing selection and at least x%g as fast as fp32 by more than the fp32 "
@@ -369,13 +368,15 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         "mode": "exhaustive" if exhaustive else "fastest-first",
         "split": SELECTION, "selection_rows": sum(len(r.get("markers", [])) for r in search.rows),
         "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": SPEED_RUNS,
-                  "warmup_runs": 1, "statistic": "median ms per pass, one session run per case",
-                  "threads": threads},
+                  "warmup_runs": 1, "statistic": "median ms per pass, one session run per case, each candidate "
+                  "interleaved with fp32 and scaled to the first fp32 figure", "threads": threads},
         "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms, "fp32_noise": noise,
         "candidates": [_record(t, fp32_ms, skipped.get(t.candidate.name)) for t in trials] + unbuilt,
-        **mixes,
+        **mix_records,
         "chosen": chosen.candidate.name if chosen else None, "why": why,
     }
+    for trial in trials:  # the build gates the chosen graph again from its files: no session outlives the search
+        trial.decider = None
     return SearchResult(chosen, record)
 
 
@@ -394,4 +395,5 @@ def reuse_decision(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[str
                                                   "selection": report.summary()}],
               "chosen": candidate.name if report.passed else None,
               "why": why if report.passed else "the recorded choice %s failed selection here" % candidate.name}
+    trial.decider = None
     return SearchResult(trial if report.passed else None, record)

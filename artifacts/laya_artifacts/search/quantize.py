@@ -12,6 +12,10 @@ transformer layers, scorer and act head sit right before the probabilities the g
     encoder-weight-only-8bit MatMulNBits: 8-bit weights in blocks of 32, FP32 activations and compute
     encoder-nbits-int8       MatMulNBits, the same weights, int8 compute (accuracy_level 4): activations are
                              quantized per block of 32 along K, so one outlier channel coarsens only its block
+    nbits-sym-b32, -b64      the public recipe (third-party conversions of the real English checkpoint held
+                             21/22-57/57 answers with it): MatMulNBits 8-bit symmetric weights in blocks of 32
+                             or 64, int8 compute (accuracy_level 4); searched first (`PUBLIC_RECIPES`)
+    nbits-sym-b32-ends-fp32, -b64-ends-fp32  the same with the first and last encoder layers left FP32
     encoder-smoothquant      dynamic int8 of every encoder MatMul after SmoothQuant scale migration, alpha 0.5
                              (`search/smoothing.py`: an exact FP32 rewrite, checked at the FP32 tolerance first)
     encoder-smoothquant-0.9  the same with alpha 0.9: more of the activations' range moves into the weights
@@ -72,6 +76,9 @@ class Candidate:
     accuracy_level: int | None = None  # MatMulNBits only: 4 computes in int8 with blockwise activation scales
     nodes: tuple[str, ...] | None = None  # set: exactly these encoder MatMuls (node names), whatever parts/layers say
     smoothing: float | None = None  # set: SmoothQuant's alpha, applied to the chosen MatMuls before quantizing
+    block_size: int = NBITS_BLOCK_SIZE  # MatMulNBits only
+    symmetric: bool = False  # MatMulNBits only: no zero points (the public recipe)
+    ends_fp32: bool = False  # the first and last encoder layers stay FP32 (the public recipe's variant)
 
     def selects(self, layer: int, part: str, node: str = "") -> bool:
         if self.nodes is not None:
@@ -85,6 +92,8 @@ class Candidate:
             recipe["nodes"] = list(self.nodes)
         if self.smoothing is not None:
             recipe["smoothing_alpha"] = self.smoothing
+        if self.ends_fp32:
+            recipe["ends_fp32"] = "the first and last encoder layers are not quantized"
         if self.method in ("dynamic-int8", "static-int8"):
             static = self.method == "static-int8"
             recipe.update({"method": "onnxruntime.quantization.quantize_%s" % ("static" if static else "dynamic"),
@@ -95,8 +104,8 @@ class Candidate:
                            "weights_label": "int8, static activations" if static else "int8"})
         else:
             recipe.update({"method": "onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer",
-                           "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": NBITS_BLOCK_SIZE,
-                           "symmetric": False, "accuracy_level": self.accuracy_level,
+                           "op": "com.microsoft.MatMulNBits", "bits": 8, "block_size": self.block_size,
+                           "symmetric": self.symmetric, "accuracy_level": self.accuracy_level,
                            "compute": "int8, activations per block" if self.accuracy_level == 4 else "fp32",
                            "weights_label": ("8-bit blockwise, int8 compute" if self.accuracy_level == 4
                                              else "8-bit weight-only")})
@@ -120,7 +129,21 @@ FIXED_CANDIDATES = (
     Candidate("encoder-smoothquant-0.9", "dynamic-int8", smoothing=0.9,
               description="all encoder MatMuls, SmoothQuant-scaled (alpha 0.9)"),
     Candidate("encoder-static", "static-int8", description="all encoder MatMuls, static activation ranges"),
+    *(Candidate("nbits-sym-b%d%s" % (block, "-ends-fp32" if ends else ""), "weight-only-8bit", accuracy_level=4,
+                block_size=block, symmetric=True, ends_fp32=ends,
+                description="8-bit symmetric MatMulNBits, block %d, int8 compute%s"
+                            % (block, ", first and last layers FP32" if ends else ""))
+      for ends in (False, True) for block in (32, 64)),
 )
+# The recipes that held on the public real checkpoint (issue 58): the search builds and times them first.
+PUBLIC_RECIPES = tuple(c.name for c in FIXED_CANDIDATES if c.symmetric)
+
+
+def search_order(names: Sequence[str]) -> list[Candidate]:
+    """The requested fixed candidates, the public recipes first."""
+    return sorted((c for c in FIXED_CANDIDATES if c.name in names), key=lambda c: c.name not in PUBLIC_RECIPES)
+
+
 LAYER_MIX = "layer-mix"  # the name the search gives its per-layer candidate
 NODE_MIX = "node-mix"  # ... and its per-node (single MatMul) candidate
 
@@ -149,7 +172,9 @@ class EncoderMatMuls:
         return sorted({layer for layer, _ in self.nodes.values()})
 
     def select(self, candidate: Candidate) -> list[str]:
-        return [name for name, (layer, part) in self.nodes.items() if candidate.selects(layer, part, name)]
+        ends = (min(self.layers), max(self.layers)) if candidate.ends_fp32 and self.layers else ()
+        return [name for name, (layer, part) in self.nodes.items()
+                if candidate.selects(layer, part, name) and layer not in ends]
 
 
 def encoder_matmuls(graph: Path) -> EncoderMatMuls:
@@ -220,7 +245,7 @@ def quantize_candidate(fp32_graph: Path, out_graph: Path, candidate: Candidate,
                                % exc) from exc
         with _quiet():
             quantizer = MatMulNBitsQuantizer(
-                onnx.load(str(fp32_graph)), bits=8, block_size=NBITS_BLOCK_SIZE, is_symmetric=False,
+                onnx.load(str(fp32_graph)), bits=8, block_size=candidate.block_size, is_symmetric=candidate.symmetric,
                 nodes_to_exclude=[n for n in matmuls.all_matmuls if n not in set(chosen)],
                 op_types_to_quantize=("MatMul",), accuracy_level=candidate.accuracy_level)
             quantizer.process()

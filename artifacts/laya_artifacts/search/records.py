@@ -35,6 +35,7 @@ from laya_serverless.artifact.platform import cpu_profile, int8_kernels
 
 SHIPPED = Path(__file__).parent / "search_records"
 RECIPE = ("dynamic-int8 per-channel QInt8, %d-bit weights; MatMulNBits 8-bit block 32, fp32 or int8 compute; "
+          "MatMulNBits 8-bit symmetric block 32 and 64, int8 compute, all layers or the ends in FP32; "
           "mixes by layer and by node; SmoothQuant alpha 0.5 and 0.9; static QDQ MinMax on the probe slice"
           % (7 if REDUCE_RANGE else 8))
 
@@ -111,3 +112,28 @@ def save_record(key: dict[str, Any], search: dict[str, Any], directory: Path) ->
     path = directory / record_file(key)
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return path
+
+
+def merge_refusals(key: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One refusal record for `key` from refusals of disjoint parts of its candidates (e.g. the candidates a new
+    release adds, searched on their own). Sound because nothing passed in any part: a candidate's verdict does
+    not depend on the others, and with nothing passing no mix is skipped for a pass, so the union refuses too.
+    The merged record decides only through the margin rule (`usable`: its `int8_kernels` is a list)."""
+    fixed = {k: v for k, v in key.items() if k not in ("candidates", "recipe")}
+    searched: list[str] = []
+    for part in parts:
+        if part.get("chosen") is not None or part.get("passed") != []:
+            raise ValueError("only refusals merge: a part chose %r, passed %r" % (part.get("chosen"),
+                                                                                  part.get("passed")))
+        if {k: v for k, v in part["key"].items() if k not in ("candidates", "recipe")} != fixed:
+            raise ValueError("a part was searched on other weights, corpus, onnxruntime or speed rule")
+        searched += part["key"]["candidates"]
+    if sorted(searched) != sorted(key["candidates"]) or len(set(searched)) != len(searched):
+        raise ValueError("the parts' candidates %s are not exactly %s" % (sorted(searched), key["candidates"]))
+    return {"key": key, "chosen": None, "layers": None, "nodes": None, "passed": [],
+            "int8_kernels": sorted({str(p.get("int8_kernels")) for p in parts}),
+            "why": "no candidate passed selection (merged from %d searches of disjoint candidates)" % len(parts),
+            "recorded": max(str(p.get("recorded")) for p in parts),
+            "candidates": {name: figure for p in parts for name, figure in p["candidates"].items()},
+            "merged_from": [{"candidates": p["key"]["candidates"], "recipe": p["key"]["recipe"],
+                             "int8_kernels": p.get("int8_kernels"), "recorded": p.get("recorded")} for p in parts]}

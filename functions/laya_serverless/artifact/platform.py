@@ -19,6 +19,7 @@ from .cpu import ARM_MACHINES, cpu_profile
 from .manifest import Manifest
 from .store import ObjectStore
 from .targets import CLASS_EQUIVALENCE_TOLERANCE, GATE_TOLERANCES
+from .tolerance import report_tolerance
 
 _log = logging.getLogger("laya_serverless")
 
@@ -77,10 +78,12 @@ def record_refusal(raw: bytes, artifact_id: str, kernels: str, target: str) -> s
         return "its report does not say passed"
     if report.get("target") != target:
         return "its report is for target %r, not %r" % (str(report.get("target"))[:40], target)
-    tolerance = GATE_TOLERANCES.get(target)
+    tolerance, why = report_tolerance(report, target)  # the target's, or a recorded and consistent derived one
     figures = [report.get("max_probability_error"), report.get("max_action_error")]
     if not isinstance(report.get("rows"), int) or report["rows"] < 1:
         return "its report gated no rows"
+    if why is not None:
+        return why
     if tolerance is None or not all(isinstance(f, int | float) and 0 <= f <= tolerance for f in figures):
         return "its figures %s are not within the gate's tolerance %s" % (figures, tolerance)
     return None

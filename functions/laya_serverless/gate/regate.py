@@ -92,10 +92,12 @@ def record_gate(store: ObjectStore, artifact_id: str, report: GateReport) -> str
         here = cpu_profile()
         kernels = int8_kernels(here)
     key = gate_record_key(artifact_id, kernels)
+    derived = getattr(report, "tolerance_derivation", None)  # duck-typed reports (GPU tests) carry none
     store.create(key, gate_record(artifact_id, here, {
         "target": report.target, "passed": report.passed, "rows": report.rows,
-        "max_probability_error": report.max_probability_error, "max_action_error": report.max_action_error},
-        kernels))
+        "max_probability_error": report.max_probability_error, "max_action_error": report.max_action_error,
+        # a derived FP32 tolerance travels with its derivation: `platform.record_refusal` checks the two agree
+        **({"tolerance": report.tolerance, "tolerance_derivation": derived} if derived else {})}, kernels))
     return key
 
 
@@ -111,7 +113,8 @@ def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir
     if existing != NO_RECORD:  # records are create-only: a bad one must be removed by hand, never trusted
         return dict(summary, passed=False, failures=["%s under %s; delete it and deploy again"
                                                      % (existing, gate_record_key(artifact_id, kernels))])
-    report = run_gate(artifact_dir, published_goldens(store, manifest), manifest.target)
+    report = run_gate(artifact_dir, published_goldens(store, manifest), manifest.target,
+                      derivation=manifest.raw["parity"].get("tolerance_derivation"))  # the build's, checked again
     summary.update(passed=report.passed, rows=report.rows, max_probability_error=report.max_probability_error,
                    hard_mismatches=sum(len(s.hard_mismatches) for s in report.splits.values()))
     if report.passed:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..artifact.targets import GATE_TOLERANCES
+from ..artifact.tolerance import derivation_refusal
 from ..core.decider import Decider
 from ..core.decode import option_probabilities, temperature_for
 from ..core.providers import device_of_target
@@ -58,6 +59,9 @@ class SplitReport:
     hard_mismatches: list[dict[str, Any]] = field(default_factory=list)
     near_tie_flips: list[dict[str, Any]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # Set when gating stopped once the refusal was certain (`gate_rows(stop_above=...)`): the figures are lower
+    # bounds, over the first `cases` of `stopped_early["of"]` cases.
+    stopped_early: dict[str, Any] | None = None
 
     @property
     def max_probability_error(self) -> float:
@@ -83,7 +87,8 @@ class SplitReport:
                 "p99_probability_error": self.p99_probability_error,
                 "median_probability_error": self.median_probability_error,
                 "max_action_error": self.max_action_error, "hard_mismatches": self.hard_mismatches,
-                "near_tie_flips": self.near_tie_flips, "failures": self.failures}
+                "near_tie_flips": self.near_tie_flips, "failures": self.failures,
+                **({"stopped_early": self.stopped_early} if self.stopped_early else {})}
 
     def summary(self) -> dict[str, Any]:
         """The figures without the row lists (what a search records per candidate)."""
@@ -103,6 +108,8 @@ class GateReport:
     corpus: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # Set when `tolerance` was derived for this checkpoint (`artifact/tolerance.py`), with how; None: the target's own.
+    tolerance_derivation: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
@@ -138,11 +145,18 @@ class GateReport:
                 "reference": "upstream laya on PyTorch CPU FP32", "rows": self.rows,
                 "max_probability_error": self.max_probability_error, "max_action_error": self.max_action_error,
                 "splits": {name: s.as_dict() for name, s in self.splits.items()},
-                "corpus": self.corpus, "search": self.search, "notes": self.notes}
+                "corpus": self.corpus, "search": self.search, "notes": self.notes,
+                **({"tolerance_derivation": self.tolerance_derivation} if self.tolerance_derivation else {})}
 
     def table(self) -> str:
         lines = ["parity gate (%s, tolerance %g): %s" % (self.target, self.tolerance,
                                                         "PASSED" if self.passed else "FAILED")]
+        if self.tolerance_derivation:
+            found = self.tolerance_derivation
+            lines.append("  tolerance %g derived for this checkpoint, not the target's %g: %s; spread %.3g over %d "
+                         "row(s) (PyTorch FP32 vs float64), factor %g" % (
+                             found["tolerance"], found["base"], found["rule"], found["spread"], len(found["rows"]),
+                             found["factor"]))
         if self.corpus.get("sha256"):
             lines.append("  corpus sha256 %s" % self.corpus["sha256"])
         if self.splits:
@@ -238,14 +252,25 @@ def ticker(progress: Callable[[str], None] | None, split: str,
 
 
 def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: str, *,
-              repeat: bool = True, tick: Callable[[int, int], None] | None = None) -> SplitReport:
+              repeat: bool = True, tick: Callable[[int, int], None] | None = None,
+              stop_above: float | None = None, tolerance: float | None = None) -> SplitReport:
     """Measure `decider` on golden `rows` (all of one split); `repeat` also checks that two runs of every
-    `REPEAT_EVERY`-th case are bit-identical; `tick(done, total)` follows the cases."""
-    report = SplitReport(split=split, tolerance=TOLERANCES[target])
+    `REPEAT_EVERY`-th case are bit-identical; `tick(done, total)` follows the cases. With `stop_above` (above
+    the tolerance) gating stops after the first case in which some |dp| or |d act| exceeds it: the split has
+    failed, and its max figures (lower bounds then) already exceed `stop_above` (a search needs nothing more)."""
+    report = SplitReport(split=split, tolerance=TOLERANCES[target] if tolerance is None else tolerance)
+    if stop_above is not None and stop_above < report.tolerance:
+        raise ValueError("stop_above %g is below the tolerance %g: a stopped split could still pass"
+                         % (stop_above, report.tolerance))
     config = decider.config
     for index, row in enumerate(rows):
         if tick is not None:
             tick(index, len(rows))
+        if stop_above is not None and max(report.max_probability_error, report.max_action_error) > stop_above:
+            report.stopped_early = {"cases": index, "of": len(rows), "above": stop_above,
+                                    "rule": "refusal certain: a figure exceeded %g; the figures are lower bounds"
+                                            % stop_above}
+            break
         case = row["id"]
         report.cases += 1
         twice = repeat and index % REPEAT_EVERY == 0
@@ -293,7 +318,7 @@ def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: 
                 flip = {"split": split, "case": case, "question": question.qid, "ours": int(ours.argmax()),
                         "reference": int(reference.argmax()), "margin": margin, "abs_dp": p_error}
                 (report.near_tie_flips if margin < 2 * report.tolerance else report.hard_mismatches).append(flip)
-    if tick is not None:
+    if tick is not None and not report.stopped_early:
         tick(len(rows), len(rows))
     if report.cases and not report.rows:
         report.failures.append("no %s row could be compared" % split)
@@ -309,13 +334,21 @@ def corpus_info(goldens: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,
-                 repeat: bool = True, progress: Callable[[str], None] | None = None) -> GateReport:
+                 repeat: bool = True, progress: Callable[[str], None] | None = None,
+                 derivation: dict[str, Any] | None = None) -> GateReport:
     """Gate an open decider on the golden rows of `splits`; a split without rows fails. `progress` hears how far
-    each split is (a line every `PROGRESS_EVERY` seconds: a 600-case gate takes minutes on a busy CPU)."""
-    report = GateReport(target=target, tolerance=TOLERANCES[target], corpus=corpus_info(goldens))
+    each split is (a line every `PROGRESS_EVERY` seconds: a 600-case gate takes minutes on a busy CPU). With
+    `derivation` (`artifact.tolerance.derivation`) the rows are judged at its derived tolerance, and the report
+    records it."""
+    if derivation is not None and derivation_refusal(derivation, target, derivation.get("tolerance")):
+        raise ValueError(derivation_refusal(derivation, target, derivation.get("tolerance")))
+    tolerance = TOLERANCES[target] if derivation is None else float(derivation["tolerance"])
+    report = GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens),
+                        tolerance_derivation=derivation)
     for split in splits:
         rows = [row for row in goldens["rows"] if row_split(row) == split]
-        report.splits[split] = gate_rows(decider, rows, target, split, repeat=repeat, tick=ticker(progress, split))
+        report.splits[split] = gate_rows(decider, rows, target, split, repeat=repeat, tolerance=tolerance,
+                                         tick=ticker(progress, split))
         if not rows:
             report.splits[split].failures.append("the goldens hold no %s rows" % split)
     return report
@@ -323,9 +356,10 @@ def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, spli
 
 def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,
              repeat: bool = True, threads: int | None = GATE_THREADS, device: str | None = None,
-             progress: Callable[[str], None] | None = None) -> GateReport:
+             progress: Callable[[str], None] | None = None, derivation: dict[str, Any] | None = None) -> GateReport:
     """Gate the artifact in `artifact_dir` (not yet published, so not verified by manifest) against `goldens`,
     on the device its target runs on (a cuda target on the GPU, never moved), or on `device` when given."""
     decider = Decider.from_artifact(artifact_dir, verify=False, threads=threads,
                                     device=device or device_of_target(target))
-    return gate_decider(decider, goldens, target, splits=splits, repeat=repeat, progress=progress)
+    return gate_decider(decider, goldens, target, splits=splits, repeat=repeat, progress=progress,
+                        derivation=derivation)

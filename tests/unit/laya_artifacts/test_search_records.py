@@ -57,3 +57,30 @@ def test_a_choice_or_a_too_slow_pass_is_a_speed_verdict_of_its_own_class(tmp_pat
     slow = _kept(tmp_path / "b", monkeypatch, _search(None, {"encoder": 0.01, "encoder-ffn": 0.5}, ("encoder",)),
                  "avx512-vnni")
     assert slow["passed"] == ["encoder"] and not usable(slow, "avx2", TOLERANCE)
+
+
+def _refusal(candidates: list[str], figures: dict[str, float], recipe: str = "r") -> dict[str, Any]:
+    return {"key": {"weights_sha256": "w", "onnxruntime": "1", "candidates": candidates, "recipe": recipe},
+            "chosen": None, "passed": [], "int8_kernels": "amx-int8", "recorded": "2026-12-02", "candidates": figures}
+
+
+def test_refusals_of_disjoint_candidates_merge_into_the_refusal_of_their_union() -> None:
+    from laya_artifacts.search.records import merge_refusals
+
+    key = {"weights_sha256": "w", "onnxruntime": "1", "candidates": ["a", "b", "c"], "recipe": "r2"}
+    old, new = _refusal(["a", "b"], {"a": 0.5, "b": 0.2}), _refusal(["c"], {"c": 0.04}, "r2")
+    merged = merge_refusals(key, [old, new])
+    assert merged["key"] == key and merged["chosen"] is None and merged["candidates"] == {"a": 0.5, "b": 0.2,
+                                                                                         "c": 0.04}
+    assert [m["candidates"] for m in merged["merged_from"]] == [["a", "b"], ["c"]]
+    assert usable(merged, "avx2", TOLERANCE) and usable(merged, "amx-int8", TOLERANCE)   # by the margin alone
+    near = merge_refusals(key, [old, _refusal(["c"], {"c": 0.025})])
+    assert not usable(near, "amx-int8", TOLERANCE)   # a merged near miss decides no class
+    with pytest.raises(ValueError, match="not exactly"):
+        merge_refusals(key, [old])
+    with pytest.raises(ValueError, match="only refusals merge"):
+        merge_refusals(key, [old, dict(new, chosen="c", passed=["c"])])
+    other = _refusal(["c"], {"c": 0.5})
+    other["key"]["weights_sha256"] = "v"
+    with pytest.raises(ValueError, match="other weights"):
+        merge_refusals(key, [old, other])

@@ -455,6 +455,9 @@ def test_cli_refuses_bad_input_with_a_clear_error(tmp_path: Path, capsys: pytest
     assert cli(["verify", str(tmp_path)]) == 2
     assert "manifest.json is missing" in capsys.readouterr().err
     assert cli(["verify", str(tmp_path / "store"), "--checkpoint", "nope"]) == 2
+    assert "the store folder %s does not exist" % (tmp_path / "store") in capsys.readouterr().err   # a typo's folder
+    (tmp_path / "store").mkdir()
+    assert cli(["verify", str(tmp_path / "store"), "--checkpoint", "nope"]) == 2
     assert "no artifact is published for checkpoint 'nope'" in capsys.readouterr().err
 
 

@@ -92,3 +92,14 @@ def test_a_given_memory_below_the_need_is_refused_naming_the_flag(asset_dir: Any
     with pytest.raises(ConfigError, match=re.escape("context 'memory' is 3648 MB, but the checkpoints it holds "
                                                     "need 4864 MB at INIT") + ".*use -c memory=4864$"):
         DeployConfig.from_context(context.get)
+
+
+def test_upstreams_three_checkpoints_fit_one_function_with_their_measured_peaks(synth: Any) -> None:
+    """The compact artifacts' INIT peaks measured through the real handler under the stack's own limits
+    (scripts/lambda_emulation.py, docs/benchmarks.md 2026-12-06: English 2,685 MB, multilingual 2,163 MB) size
+    upstream's default three-checkpoint deployment within one function, which the rule alone cannot."""
+    compact = "laya-en=804,laya-m=615,laya-td=804"
+    _, raw, _ = synth(deployed=THREE, graph_mb=compact, expands_at_load="2",
+                      init_peak_mb="laya-en=2685,laya-m=2163,laya-td=2685")
+    for handler in (HANDLER, JOBS_HANDLER):
+        assert (2685 + 2163 + 2685) * 1.1 <= _memory(raw, handler) <= MAX_MEMORY_MB

@@ -19,13 +19,12 @@ step is raised as one `DeployFailed` naming it: "step 4/6 deploy: cdk exited 1 .
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,10 +38,10 @@ from laya_artifacts.deploy.bucket import (
     ensure_bucket,
     ensure_lifecycle,
 )
+from laya_artifacts.deploy.graph_sizes import graph_expansions, graph_sizes
 from laya_artifacts.deploy.preflight import aws_region, check_credentials
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
 from laya_artifacts.errors import DeployFailed, GateFailed
-from laya_serverless.artifact.layout import GRAPH_FILE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
 from laya_serverless.settings import DEPLOYED, Settings
@@ -203,18 +202,11 @@ def plan_context(context: Mapping[str, str], built: Sequence[Built], progress: P
         sizes = graph_sizes({name: by_name[name].artifacts.values() for name in stored})
         if sizes:
             plan["graph_mb"] = sizes
+        grows = graph_expansions({name: by_name[name].artifacts.values() for name in stored})
+        if grows and "expands_at_load" not in plan:
+            plan["expands_at_load"] = grows
     progress("serving %s as %s" % (plan["deployed"], chosen))
     return plan
-
-
-def graph_sizes(artifacts: Mapping[str, Iterable[Path]]) -> str:
-    """`-c graph_mb`: each stored checkpoint's largest graph (the FP32 fallback included), in whole MiB."""
-    sizes = {}
-    for name, paths in artifacts.items():
-        graphs = [path / GRAPH_FILE for path in paths if (path / GRAPH_FILE).is_file()]
-        if graphs:
-            sizes[name] = math.ceil(max(g.stat().st_size for g in graphs) / 2**20)
-    return ",".join("%s=%d" % item for item in sizes.items())
 
 
 def storage_step(s3: Any, sts: Any, context: Mapping[str, str], progress: Progress) -> str:

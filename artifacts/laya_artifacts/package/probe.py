@@ -121,7 +121,10 @@ def host_answers(artifact: Path, cases: Path) -> dict[str, Any]:
     from laya_serverless.artifact.layout import MANIFEST_FILE
 
     decider = Decider.from_artifact(artifact, verify=(artifact / MANIFEST_FILE).exists(), threads=1)
-    return _answer_cases(decider, cases.read_text(encoding="utf-8").splitlines())
+    answers = _answer_cases(decider, cases.read_text(encoding="utf-8").splitlines())
+    # as the emulated side's answers arrive: through JSON, so numeric and boolean labels are the same keys
+    loaded: dict[str, Any] = json.loads(json.dumps(answers))
+    return loaded
 
 
 def tolerance_of(artifact: Path) -> float:

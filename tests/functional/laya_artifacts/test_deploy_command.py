@@ -183,9 +183,12 @@ def test_one_command_creates_the_bucket_publishes_deploys_and_answers(tiny_fp32:
     assert args[:6] == ["deploy", "LayaServerless", "--require-approval", "never", "--outputs-file",
                         str((tmp_path / "cache" / "deploy" / "cdk-outputs.json").resolve())]
     graph_mb = "tiny-modernbert=%d" % math.ceil((tiny_fp32 / "model.onnx").stat().st_size / 2**20)  # memory, summed
-    assert fake.context() == {"arch": "x86_64", "prefix": "/laya", "deployed": "english=tiny-modernbert",
-                              "target": "cpu-fp32", "artifact_bucket": DEFAULT_BUCKET, "graph_mb": graph_mb,
-                              "artifact_pins": "tiny-modernbert/cpu-fp32=%s" % pointer["artifact"]}
+    context = fake.context()
+    grows = context.pop("expands_at_load")   # the compact FP32 graph: FP16 weights widened at load
+    assert re.fullmatch(r"tiny-modernbert=(\d\.\d\d)", grows) and 1 < float(grows.partition("=")[2]) <= 2
+    assert context == {"arch": "x86_64", "prefix": "/laya", "deployed": "english=tiny-modernbert",
+                       "target": "cpu-fp32", "artifact_bucket": DEFAULT_BUCKET, "graph_mb": graph_mb,
+                       "artifact_pins": "tiny-modernbert/cpu-fp32=%s" % pointer["artifact"]}
 
     # steps 5 and 6: no gate for FP32; /health and one decision through ApiUrl, keyed from Secrets Manager
     assert deployed.gate == ["cpu-fp32 needs no deploy gate"]
@@ -482,3 +485,19 @@ def test_each_checkpoint_passes_the_size_of_its_largest_graph(tmp_path: Path) ->
     sizes = command.graph_sizes({"owner/laya-en": [artifact("en-int8", 2**29), artifact("en-fp32", 1_685_300_964)],
                                  "laya-m": [artifact("m-fp32", 1_287_787_958)], "unbuilt": [tmp_path / "none"]})
     assert sizes == "owner/laya-en=1608,laya-m=1229"
+
+
+def test_a_compact_graph_passes_what_it_grows_to_at_load(tmp_path: Path) -> None:
+    """A cpu-fp32 graph stored in FP16 where exact (the manifest's `precision.storage`) is sized as it loads."""
+    def artifact(name: str, size: int, storage: dict[str, int] | None) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        with open(folder / "model.onnx", "wb") as graph:
+            graph.truncate(size)
+        precision = {"weights": "fp32", **({"storage": storage} if storage else {})}
+        (folder / "manifest.json").write_text(json.dumps({"configuration": {"precision": precision}}))
+        return folder
+
+    english = artifact("en", 842_896_744, {"bytes_fp16": 842_418_176, "bytes_fp32": 1_684_836_352})
+    grows = command.graph_expansions({"laya-en": [english], "laya-old": [artifact("old", 2**29, None)]})
+    assert grows == "laya-en=2.00"   # 842.9 MB stored, 1,685.3 MB loaded; the FP32-stored graph grows by nothing

@@ -128,13 +128,11 @@ def run(args: argparse.Namespace) -> int:
     from laya_serverless.local_edge.cli import main as serve
     from laya_serverless.settings import ARTIFACT_KEYS, CACHE_DIR, DEPLOYED, STORE, TARGET
 
-    os.environ.setdefault(STORE, str(store))
-    os.environ.setdefault(DEPLOYED, "english=%s" % DEMO_NAME)
-    os.environ.setdefault(CACHE_DIR, str(cache / "serving"))
-    os.environ.setdefault(TARGET, target)
-    os.environ.setdefault(ARTIFACT_KEYS, str(public))
+    # The embedded defaults, under whatever the user set: handed to the server, never written to os.environ.
+    defaults = {STORE: str(store), DEPLOYED: "english=%s" % DEMO_NAME, CACHE_DIR: str(cache / "serving"),
+                TARGET: target, ARTIFACT_KEYS: str(public)}
     say("step 4/4: loading %s/%s from the store (verified) and serving" % (DEMO_NAME, target))
-    return serve(["serve"])
+    return serve(["serve"], environ={**defaults, **os.environ})
 
 
 def _arguments(demo: argparse.ArgumentParser) -> None:

@@ -278,3 +278,48 @@ def test_mypy_follows_the_bases_of_every_followed_aws_cdk_class_and_nothing_else
             todo.append(base)
     assert "aws_cdk.aws_ec2" in needed   # lambda_.IFunction is an ec2.IConnectable
     assert sorted(needed - followed) == [] and sorted(followed - needed) == []
+
+
+# Where a `LAYA_*` name may be spelled: the declarations (settings), and code that cannot import them.
+LAYA_NAME_HOMES = {
+    "laya_serverless.settings": "the table: every variable declared once",
+    "laya_serverless.configuration": "the table's machinery (its docs name the prefix)",
+    "laya_serverless.core.cpu_share": "below the settings floor: /health's label of where the thread count came from",
+    "gateway_authorizer.authorizer": "ships alone, stdlib only: it cannot import the runtime",
+}
+
+
+def _writes_the_environment(node: ast.AST) -> bool:
+    def is_environ(expr: ast.AST) -> bool:
+        return isinstance(expr, ast.Attribute) and expr.attr == "environ" and isinstance(expr.value, ast.Name) \
+            and expr.value.id == "os"
+    if isinstance(node, ast.Assign | ast.AugAssign | ast.Delete):
+        targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+        return any(isinstance(t, ast.Subscript) and is_environ(t.value) for t in targets)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return (node.func.attr in ("setdefault", "update", "pop", "clear") and is_environ(node.func.value)) or (
+            node.func.attr == "putenv" and isinstance(node.func.value, ast.Name) and node.func.value.id == "os")
+    return False
+
+
+def test_configuration_is_read_from_the_table_never_written_to_the_environment() -> None:
+    """Edges and benches hand a mapping (`Settings.from_environ(environ)`, `main(argv, environ)`); no product
+    module writes `os.environ`, and a `LAYA_*` name is spelled only where it is declared."""
+    written, spelled = [], []
+    for name, path in MODULES.items():
+        if name.split(".")[0] == "laya_training":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if _writes_the_environment(node):
+                written.append("%s:%d" % (name, getattr(node, "lineno", 0)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"LAYA_[A-Z_]+",
+                                                                                               node.value):
+                if name not in LAYA_NAME_HOMES:
+                    spelled.append("%s: %s" % (name, node.value))
+    assert written == [] and spelled == []
+
+
+def test_the_environment_rule_sees_a_write() -> None:
+    assert _writes_the_environment(ast.parse("os.environ['LAYA_X'] = '1'").body[0])
+    assert _writes_the_environment(ast.parse("os.environ.setdefault('A', 'b')").body[0].value)  # type: ignore[attr-defined]
+    assert not _writes_the_environment(ast.parse("os.environ.get('A')").body[0].value)  # type: ignore[attr-defined]

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laya_serverless.core.cpu_share import MB_PER_VCPU
+
 CGROUP_V1_CPU = Path("/sys/fs/cgroup/cpu")
 PERIOD_US = 100_000
 SHORT_STATE = "I was charged twice for my order, please refund me."
@@ -85,7 +87,7 @@ def _cgroup(memory: int) -> Path:
     path = CGROUP_V1_CPU / ("laya-share-%d-%d" % (os.getpid(), memory))
     path.mkdir(exist_ok=True)
     (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-    (path / "cpu.cfs_quota_us").write_text(str(round(memory / 1769 * PERIOD_US)))
+    (path / "cpu.cfs_quota_us").write_text(str(round(memory / MB_PER_VCPU * PERIOD_US)))
     (path / "cpu.shares").write_text("262144")
     return path
 

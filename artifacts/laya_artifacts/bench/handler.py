@@ -39,14 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
     from laya_serverless.lambda_edge.api_handler import make_handler
     from laya_serverless.local_edge.start_api import lambda_context
+    from laya_serverless.settings import CACHE_DIR, DEPLOYED, STORE, TARGET
 
     asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs the app on this thread's loop
     # What `make serve` (laya-artifacts demo) publishes: the demo, at the target its gate let it serve.
     served = json.loads((ROOT / ".cache" / "demo-published.json").read_text())["target"]
-    environ = {"LAYA_STORE": str(ROOT / DEFAULT_LOCAL_STORE), "LAYA_DEPLOYED": "english=demo", "LAYA_TARGET": served,
-               "LAYA_CACHE_DIR": str(ROOT / ".cache" / "serving")}
+    environ = {STORE: str(ROOT / DEFAULT_LOCAL_STORE), DEPLOYED: "english=demo", TARGET: served,
+               CACHE_DIR: str(ROOT / ".cache" / "serving")}
     handler = make_handler(environ)
-    decider = Decider.from_store(environ["LAYA_STORE"], "demo", served, cache_dir=environ["LAYA_CACHE_DIR"])
+    decider = Decider.from_store(environ[STORE], "demo", served, cache_dir=environ[CACHE_DIR])
     event = _event()
     bare, through = [], []
     for _ in range(20):  # warm both paths

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
+from laya_serverless.settings import CACHE_DIR, DEPLOYED, STORE, TARGET, THREADS
 
 ROOT = Path(__file__).resolve().parents[3]   # the checkout: benchmarks read its goldens and stores
 sys.path[:0] = [str(ROOT / "functions"), str(ROOT / "artifacts"), str(ROOT / "scripts")]
@@ -85,8 +86,8 @@ def tiny_store(root: Path) -> Path:
 
 
 def environ(store: Path, checkpoint: str, target: str, cache: Path, threads: int, **extra: str) -> dict[str, str]:
-    return {"LAYA_STORE": str(store), "LAYA_DEPLOYED": "english=%s" % checkpoint, "LAYA_TARGET": target,
-            "LAYA_CACHE_DIR": str(cache), "LAYA_THREADS": str(threads), **extra}
+    return {STORE: str(store), DEPLOYED: "english=%s" % checkpoint, TARGET: target,
+            CACHE_DIR: str(cache), THREADS: str(threads), **extra}
 
 
 def bench_batch(env: dict[str, str], states: list[Any],

@@ -29,6 +29,8 @@ from laya_artifacts.errors import TuneError
 from laya_artifacts.tune.prices import ARCHES, MEASURED_ARCH, Prices
 from laya_artifacts.tune.quota import CGROUP_ROOT, UNCONSTRAINED, Quota, close_quota, open_quota, vcpus_for
 from laya_artifacts.tune.workload import Request
+from laya_serverless.core.cpu_share import MB_PER_VCPU
+from laya_serverless.settings import SPINNING, THREADS
 
 SCHEMA = "laya-tune/1"
 DEFAULT_MEMORY = (1024, 2048, 3008)
@@ -175,7 +177,7 @@ def _spawn(spec: dict[str, Any], quota: Quota, env: dict[str, str]) -> tuple[flo
 
 def _child_env(memory_mb: int) -> dict[str, str]:
     """A Lambda function's view: its memory size, and none of this shell's thread settings."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LAYA_THREADS", "LAYA_SPINNING", "OMP_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items() if k not in (THREADS, SPINNING, "OMP_NUM_THREADS")}
     env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(memory_mb)
     return env
 
@@ -355,7 +357,7 @@ def tune(artifact: Path, requests: Sequence[Request], *, memory: Sequence[int] =
     return {
         "schema": SCHEMA, "date": time.strftime("%Y-%m-%d", time.gmtime()), "artifact": described,
         "machine": machine(), "command": command,
-        "quota": {"mode": modes[0] if len(modes) == 1 else modes, "period_us": 100_000, "mb_per_vcpu": 1769,
+        "quota": {"mode": modes[0] if len(modes) == 1 else modes, "period_us": 100_000, "mb_per_vcpu": MB_PER_VCPU,
                   "note": "unconstrained: timings are this machine's, not the size's CPU share"
                   if UNCONSTRAINED in modes else "CFS quota per size, high weight, all cores visible"},
         "workload": {"name": workload_name, "requests": len(requests),

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-MB_PER_VCPU = 1769          # Lambda grants one vCPU of time per 1,769 MB of memory
+from laya_serverless.core.cpu_share import MB_PER_VCPU  # one vCPU of time per 1,769 MB, declared once
+
 PERIOD_US = 100_000         # CFS period: 100 ms, the kernel's default
 V1_SHARES = 262_144         # cgroup v1 cpu.shares maximum: the quota, not a neighbour, binds
 V2_WEIGHT = 10_000          # cgroup v2 cpu.weight maximum

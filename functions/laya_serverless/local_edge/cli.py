@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def _serve(args: argparse.Namespace) -> int:
     from .jobs_engine import local_jobs
     from .server import uvicorn_config
 
-    settings = Settings.from_environ()
+    settings = Settings.from_environ(getattr(args, "environ", None))
     host, port = _address(args, settings.local_server)
     # The process's one store: the app and the jobs engine share it.
     store = open_store(settings.deployment.store, parts=settings.deployment.download_parts)
@@ -105,7 +105,7 @@ def _start_api(args: argparse.Namespace) -> int:
     from ..lambda_edge.api_handler import make_handler
     from .server import uvicorn_config
 
-    settings = Settings.from_environ()
+    settings = Settings.from_environ(getattr(args, "environ", None))
     host, port = _address(args, settings.local_server)
     sock = _listening(host, port)
     if sock is None:
@@ -169,8 +169,11 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    """`environ`: the configuration to serve with instead of this process's environment (a caller that
+    configures the server passes it here rather than writing `os.environ`)."""
     args = parser().parse_args(argv)
+    args.environ = environ
     try:
         return int(args.run(args))
     except (SettingsError, job_commands.JobInputError) as exc:  # a refused setting or file: one line, no traceback

@@ -10,6 +10,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from laya_serverless import settings as env
+from laya_serverless.configuration import declared, env_value
 
 from . import constants as c
 from .config import DeployConfig
@@ -44,26 +45,24 @@ def _role(scope: Construct, construct_id: str, log_group: logs.LogGroup) -> iam.
     return role
 
 
+def encoded(**values: object) -> dict[str, str]:
+    """The environment that reads back as these settings (by attribute name), through the table's own encoder."""
+    table = {**declared(env.HttpSettings), **declared(env.ProtocolSettings), **declared(env.DeploymentSettings)}
+    return env_value((table[name], value) for name, value in values.items())
+
+
 def api_environment(config: DeployConfig, store_uri: str, secret: ApiKeySecret | None) -> dict[str, str]:
     """The function's environment, keyed by the names the runtime's `Settings` reads."""
-    environment = {
-        env.STORE: store_uri,
-        env.DEPLOYED: config.deployed,
-        env.TARGET: config.target,
-        env.CACHE_DIR: c.LAMBDA_CACHE_DIR,
-        env.GRAPH_IN_MEMORY: "1",  # /tmp (512 MB, SnapStart or not) holds no checkpoint-sized FP32 graph
-        env.JEV_STRICT: "1" if config.jev_strict else "0",
-        env.JEV_CONFIDENCE: config.jev_confidence,
+    return encoded(
+        store=store_uri, deployed=config.deployed, target=config.target, cache_dir=c.LAMBDA_CACHE_DIR,
+        graph_in_memory=True,  # /tmp (512 MB, SnapStart or not) holds no checkpoint-sized FP32 graph
+        jev_strict=config.jev_strict, jev_confidence=config.jev_confidence,
         # REST API events carry the resource path (prefix included, stage not): Mangum strips the
         # prefix; the public URL adds the stage, which is what the docs' links must start with.
-        env.API_BASE_PATH: config.prefix or "/",
-        env.ROOT_PATH: "/%s%s" % (config.stage, config.prefix),
-    }
-    if secret is not None:
-        environment[env.API_KEY_SECRET] = secret.secret.secret_arn
-    if config.artifact_pins:  # a new artifact is a new configuration, so a new version for the canary to shift to
-        environment[env.ARTIFACT_PINS] = config.artifact_pins
-    return environment
+        api_base_path=config.prefix or "/", root_path="/%s%s" % (config.stage, config.prefix),
+        api_key_secret=secret.secret.secret_arn if secret is not None else None,
+        # a new artifact is a new configuration, so a new version for the canary to shift to
+        artifact_pins=config.artifact_pins or None)
 
 
 class ApiFunction(Construct):

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from laya_artifacts.paths import BUILD_CACHE
 from laya_serverless.command import Command, register
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def _build(args: argparse.Namespace) -> int:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     except Exception as exc:  # offline hub lookups fail in many ways; say which and stop
         return _fail("cannot resolve checkpoint %s: %s" % (args.checkpoint, exc))
-    default_out = Path(".cache") / "artifacts" / ("%s-%s" % ((args.name or name).replace("/", "--"), args.target))
+    default_out = BUILD_CACHE / "artifacts" / ("%s-%s" % ((args.name or name).replace("/", "--"), args.target))
     out = Path(args.out) if args.out else default_out
     started = time.perf_counter()
     try:
@@ -70,7 +71,7 @@ def _build(args: argparse.Namespace) -> int:
 
 def _int8_options(build: argparse.ArgumentParser) -> None:
     """`build`'s options for what a cpu-int8 build remembers and proves beyond this machine."""
-    build.add_argument("--search-records", default=str(Path(".cache") / "search-records"), metavar="DIR",
+    build.add_argument("--search-records", default=str(BUILD_CACHE / "search-records"), metavar="DIR",
                        help="where cpu-int8 search decisions are kept and reused ('' turns reuse off)")
     build.add_argument("--no-emulate-classes", dest="emulate_classes", action="store_false",
                        help="do not prove the AVX2 class, nor the arm64 ones where the arm64 package is built, "

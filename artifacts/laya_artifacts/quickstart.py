@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_artifacts.errors import GateFailed
+from laya_artifacts.paths import BUILD_CACHE
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE, LocalStore, pointer_key
 from laya_serverless.artifact.targets import CPU_INT8, FALLBACK_TARGET
 from laya_serverless.command import Command
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
 def _arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--once", action="store_true", help="answer the README example in-process and exit")
     demo.add_argument("--store", default=DEFAULT_LOCAL_STORE, help="the local store (default %(default)s)")
-    demo.add_argument("--cache", default=".cache", help="checkpoints, artifacts and the serving cache")
+    demo.add_argument("--cache", default=str(BUILD_CACHE), help="checkpoints, artifacts and the serving cache")
     demo.add_argument("--keys", default=".laya-keys",
                       help="the local signing key pair, made once; the server trusts its public half")
 

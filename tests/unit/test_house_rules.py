@@ -164,7 +164,7 @@ BUILD_FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("package", ("laya_artifacts.package",)),
     ("graphs", ("laya_artifacts.export", "laya_artifacts.goldens")),
     ("checkpoints", ("laya_artifacts.checkpoints",)),
-    ("base", ("laya_artifacts.errors", "laya_artifacts.progress")),
+    ("base", ("laya_artifacts.errors", "laya_artifacts.paths")),
 ]
 MAX_BUILD_ROOT_MODULES = 10
 

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.paths import BUILD_CACHE
+
 ROOT = Path(__file__).resolve().parents[3]   # the checkout: benchmarks read its goldens and stores
 REQUEST: dict[str, Any] = {"state": "I was charged twice for my order, please refund me.",
            "questions": {"team": {"type": "choice", "instructions": "Which team should handle this?",
@@ -43,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
 
     asyncio.set_event_loop(asyncio.new_event_loop())  # Mangum runs the app on this thread's loop
     # What `make serve` (laya-artifacts demo) publishes: the demo, at the target its gate let it serve.
-    served = json.loads((ROOT / ".cache" / "demo-published.json").read_text())["target"]
+    served = json.loads((ROOT / BUILD_CACHE / "demo-published.json").read_text())["target"]
     environ = {STORE: str(ROOT / DEFAULT_LOCAL_STORE), DEPLOYED: "english=demo", TARGET: served,
-               CACHE_DIR: str(ROOT / ".cache" / "serving")}
+               CACHE_DIR: str(ROOT / BUILD_CACHE / "serving")}
     handler = make_handler(environ)
     decider = Decider.from_store(environ[STORE], "demo", served, cache_dir=environ[CACHE_DIR])
     event = _event()

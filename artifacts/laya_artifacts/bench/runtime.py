@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from laya_artifacts.paths import BUILD_CACHE
+
 ROOT = Path(__file__).resolve().parents[3]   # the checkout: benchmarks read its goldens and stores
-CACHE = ROOT / ".cache" / "bench"
+CACHE = ROOT / BUILD_CACHE / "bench"
 MAX_LEN = 512  # every contender gets the same budget, whatever the checkpoint's default
 SHORT_STATE = "I was charged twice for my order, please refund me."
 LONG_STATE = ("The customer writes that the invoice for March shows two identical charges, that support did "

@@ -33,6 +33,7 @@ from typing import Any
 from laya_artifacts.checkpoints.bpe import bpe_tokenizer, wide_bpe_tokenizer
 from laya_artifacts.checkpoints.random_weights import redraw
 from laya_artifacts.checkpoints.shapes import SHAPES
+from laya_artifacts.paths import BUILD_CACHE
 
 KINDS = ("minilm", "tiny-modernbert", "modernbert-base", "modernbert-large", "mmbert-base")
 # Each kind's default seed. A random model's int8 sensitivity is a property of its draw: tiny-modernbert's
@@ -226,7 +227,7 @@ def make_checkpoint(kind: str, out_dir: str | os.PathLike[str], seed: int | None
     return out
 
 
-REAL_SHAPES_CACHE = Path(".cache") / "real-shapes"  # under the checkout, gitignored
+REAL_SHAPES_CACHE = BUILD_CACHE / "real-shapes"  # under the checkout, gitignored
 _BUILT = ".built"
 
 

@@ -42,6 +42,7 @@ from laya_artifacts.deploy.graph_sizes import graph_expansions, graph_sizes
 from laya_artifacts.deploy.preflight import aws_region, check_credentials
 from laya_artifacts.deploy.smoke import Http, smoke_test, urllib_client
 from laya_artifacts.errors import DeployFailed, GateFailed
+from laya_artifacts.paths import BUILD_CACHE
 from laya_serverless.artifact.store import ObjectStore, S3Store
 from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8, CPU_TARGETS, FALLBACK_TARGET
 from laya_serverless.settings import DEPLOYED, Settings
@@ -74,7 +75,7 @@ class Request:
     targets: tuple[str, ...] = (CPU_INT8, CPU_FP32)
     context: Mapping[str, str] = field(default_factory=dict)
     cdk_args: tuple[str, ...] = ()
-    cache: Path = Path(".cache")
+    cache: Path = BUILD_CACHE
     revision: str | None = None  # the one Hugging Face checkpoint's revision; None: main, resolved to its commit
 
 

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from laya_artifacts.paths import BUILD_CACHE
 from laya_serverless.artifact.fetch import DEFAULT_CACHE_DIR
 from laya_serverless.artifact.store import DEFAULT_LOCAL_STORE
 from laya_serverless.artifact.targets import CPU_INT8, TARGETS
@@ -163,7 +164,7 @@ def _deploy_arguments(deploy: argparse.ArgumentParser) -> None:
                              "int8 precision search, which the demo's gate refuses)")
     deploy.add_argument("-c", "--context", action="append", default=[], type=_context_flag, metavar="KEY=VALUE",
                         help="CDK context for the stack (docs/deploy.md#cdk-context-flags); repeatable")
-    deploy.add_argument("--cache", default=".cache", help="where checkpoints, goldens and artifacts are built")
+    deploy.add_argument("--cache", default=str(BUILD_CACHE), help="where checkpoints, goldens and artifacts are built")
     deploy.add_argument("cdk_args", nargs="*", metavar="-- CDK_ARG",
                         help="after --: passed to `cdk deploy` as they are (e.g. -- --profile prod)")
 

@@ -218,17 +218,18 @@ def test_an_output_is_one_job_s_alone_and_never_overwrites(tmp_path: Path) -> No
 
 
 def test_a_job_whose_output_cannot_be_written_ends_failed_saying_why(tmp_path: Path) -> None:
-    """If the merge cannot write the output (here a folder appears at its key after the submission), the job
+    """If the merge cannot write the output (here a folder stands at its key, which no read sees), the job
     ends `failed` with the reason, instead of staying `running` and being retried at every restart."""
     store = LocalStore(tmp_path)
     engine = LocalEngine(store, partial(make_worker, tmp_path), processes=False)
     jobs = job_service(store, engine)
     with TestClient(create_app({"english": decider()}, SETTINGS, jobs=jobs)) as client:
         store.create("jobs/input/two.jsonl", GOOD)
+        # Made before the submission (which reads no folder as an object), so the merge cannot win a race to it.
+        Path(store.root, "jobs/output/late2.jsonl").mkdir(parents=True)
         accepted = client.post("/v1/jobs", json={"input": "jobs/input/two.jsonl", "questions": QUESTIONS,
                                                  "lang": "en", "output": "jobs/output/late2.jsonl"})
-        assert accepted.status_code == 202
-        Path(store.root, "jobs/output/late2.jsonl").mkdir(parents=True)
+        assert accepted.status_code == 202, accepted.text
         ended = engine.wait(accepted.json()["id"], timeout=60)
         assert ended["status"] == "failed" and "could not be written to its output" in ended["detail"], ended
         assert str(tmp_path) not in ended["detail"]

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from laya_artifacts.errors import EmulationError, SearchError
 from laya_serverless.artifact.targets import CLASS_EQUIVALENCE_TOLERANCE
 
 QEMU = "qemu-x86_64-static"
@@ -41,6 +40,9 @@ def can_emulate() -> bool:
 
 
 def _run_emulated(arguments: Sequence[str], cpu: str, timeout_s: float) -> dict[str, Any]:
+    # imported here: the Lambda package's probe loads this file on its own, where laya_artifacts is absent
+    from laya_artifacts.errors import EmulationError
+
     if not can_emulate():
         raise EmulationError("the emulated gate needs %s on an x86_64 machine (apt-get install qemu-user-static)"
                            % QEMU)
@@ -90,6 +92,7 @@ def equivalence(artifact_dir: Path, goldens: dict[str, Any], cpu: str = AVX2_CPU
     the proof that the native gate holds for that CPU's int8 kernel class too (recorded in the manifest)."""
     import tempfile
 
+    from laya_artifacts.errors import EmulationError, SearchError
     from laya_artifacts.goldens.record import write_goldens
     from laya_serverless import Decider
 

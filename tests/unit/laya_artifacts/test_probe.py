@@ -95,3 +95,16 @@ def test_emulated_answers_are_compared_with_this_machine_s_and_say_pass_or_fail(
     assert emulated({"1": _answer("b", 0.4), "2": {"error": "QuestionError: too many options"}}) == 1
     assert said[-1].startswith("probe: FAIL: 1 answers differ from this machine's beyond |dp| 0.0001: 1/team: "
                                "choice b vs a, |dp| 0.5 over 0.0001")
+
+
+def test_the_files_the_package_loads_alone_import_no_build_side_at_their_top() -> None:
+    """The Lambda package's probe runs `probe_driver.py` and loads `search/emulated.py` by path, where only the
+    runtime is installed: a module-level `laya_artifacts` import there fails every emulated Arm class check."""
+    import ast
+
+    for path in (probe.DRIVER, probe.EMULATED_PY):
+        top = [node for node in ast.parse(path.read_text(encoding="utf-8")).body
+               if isinstance(node, ast.Import | ast.ImportFrom)]
+        names = [n.module or "" for n in top if isinstance(n, ast.ImportFrom)] + [
+            a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+        assert not [name for name in names if name.split(".")[0] == "laya_artifacts"], path

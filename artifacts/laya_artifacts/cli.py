@@ -31,10 +31,8 @@ def _candidates(value: str | None) -> list[str] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from laya_artifacts.build import build_artifact
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
     from laya_artifacts.goldens.corpus import read_gate_cases
-    from laya_artifacts.spec import BuildSeams, BuildSpec
 
     for path in args.gate_cases:  # users' rows are refused before anything else happens
         read_gate_cases(path)
@@ -43,17 +41,11 @@ def _build(args: argparse.Namespace) -> int:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)
     except Exception as exc:  # offline hub lookups fail in many ways; say which and stop
         return _fail("cannot resolve checkpoint %s: %s" % (args.checkpoint, exc))
-    default_out = BUILD_CACHE / "artifacts" / ("%s-%s" % ((args.name or name).replace("/", "--"), args.target))
-    out = Path(args.out) if args.out else default_out
+    name = args.name or name
     started = time.perf_counter()
     try:
-        spec = BuildSpec.of(args.target, name=args.name or name, revision=revision, goldens=args.goldens,
-                            gate_cases=args.gate_cases, candidates=_candidates(args.candidates),
-                            exhaustive_search=args.exhaustive_search, min_speedup=args.min_speedup,
-                            search_records=Path(args.search_records) if args.search_records else None,
-                            research=args.research, emulate_classes=args.emulate_classes,
-                            quantization_aware=_qat_settings(args))
-        artifact, _ = build_artifact(checkpoint, spec, out, seams=BuildSeams(progress=_progress))
+        artifact = (_build_target(args, checkpoint, name, revision, args.target, args.goldens) if args.target else
+                    _build_default(args, checkpoint, name, revision))
     except ValueError as exc:  # argument validation (an unknown candidate); the build's own errors reach main
         return _fail(str(exc))
     _progress("built %s in %.1f s" % (artifact, time.perf_counter() - started))
@@ -67,6 +59,53 @@ def _build(args: argparse.Namespace) -> int:
 
         publish(artifact, open_store(args.store), _progress)
     return 0
+
+
+def _out(args: argparse.Namespace, name: str, target: str) -> Path:
+    """NAME-TARGET under the build cache, or --out (without --target, a prefix: OUT-TARGET)."""
+    if args.out:
+        return Path(args.out) if args.target else Path("%s-%s" % (args.out, target))
+    return BUILD_CACHE / "artifacts" / ("%s-%s" % (name.replace("/", "--"), target))
+
+
+def _build_target(args: argparse.Namespace, checkpoint: Path, name: str, revision: str | None, target: str,
+                  goldens: str | Path | None, candidates: Sequence[str] | None = None) -> Path:
+    from laya_artifacts.build import build_artifact
+    from laya_artifacts.spec import BuildSeams, BuildSpec
+
+    spec = BuildSpec.of(target, name=name, revision=revision, goldens=goldens, gate_cases=args.gate_cases,
+                        candidates=candidates or _candidates(args.candidates),
+                        exhaustive_search=args.exhaustive_search, min_speedup=args.min_speedup,
+                        search_records=Path(args.search_records) if args.search_records else None,
+                        research=args.research, emulate_classes=args.emulate_classes,
+                        quantization_aware=_qat_settings(args))
+    artifact, _ = build_artifact(checkpoint, spec, _out(args, name, target), seams=BuildSeams(progress=_progress))
+    return artifact
+
+
+def _build_default(args: argparse.Namespace, checkpoint: Path, name: str, revision: str | None) -> Path:
+    """No --target: a served artifact in minutes for any checkpoint. cpu-int8 searched over the public recipes only
+    (unless --candidates names others), then exact cpu-fp32 where no candidate passes and wins; the corpus is
+    recorded once, for both. The int8 verdict is said either way."""
+    from laya_artifacts.errors import GateFailed
+    from laya_artifacts.goldens.record import corpus_directory, recorded_goldens
+    from laya_artifacts.search.quantize import PUBLIC_RECIPES
+    from laya_serverless.artifact.targets import CPU_FP32, CPU_INT8
+
+    candidates = _candidates(args.candidates) or list(PUBLIC_RECIPES)
+    _progress("no --target: cpu-int8 searched over %s, then exact cpu-fp32 if none passes and wins "
+              "(--target cpu-int8 searches every candidate; --target cpu-fp32 skips the search)"
+              % ", ".join(candidates))
+    goldens = args.goldens or recorded_goldens(checkpoint, name, corpus_directory(checkpoint, name, BUILD_CACHE),
+                                               revision, _progress)
+    try:
+        artifact = _build_target(args, checkpoint, name, revision, CPU_INT8, goldens, candidates)
+    except GateFailed as exc:
+        _progress("int8 verdict: refused: %s" % str(exc).splitlines()[0])
+        _progress("building exact %s instead" % CPU_FP32)
+        return _build_target(args, checkpoint, name, revision, CPU_FP32, goldens)
+    _progress("int8 verdict: passed the gate and faster than FP32 on this machine (%s)" % artifact)
+    return artifact
 
 
 def _int8_options(build: argparse.ArgumentParser) -> None:
@@ -128,9 +167,13 @@ def _build_arguments(build: argparse.ArgumentParser) -> None:
 
     build.add_argument("checkpoint", help="a local checkpoint directory, or a Hugging Face id (owner/name[/subfolder])")
     build.add_argument("--revision", help="Hugging Face branch, tag or commit (default main), recorded as its commit")
-    build.add_argument("--target", choices=TARGETS, default=CPU_INT8)
+    build.add_argument("--target", choices=TARGETS,
+                       help="the one target to build, refused with exit 2 if its gate fails (default: none: %s "
+                            "searched over the public int8 recipes only, then exact cpu-fp32 if none passes and "
+                            "wins, so a served artifact either way)" % CPU_INT8)
     build.add_argument("--name", help="checkpoint name in the store (default: the directory or hub id)")
-    build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET)")
+    build.add_argument("--out", help="artifact directory to write (default: .cache/artifacts/NAME-TARGET; without "
+                                     "--target, OUT is a prefix: OUT-cpu-int8, OUT-cpu-fp32)")
     build.add_argument("--goldens", help="golden file to gate against (default: record the corpus now with upstream)")
     build.add_argument("--gate-cases", action="append", default=[], metavar="FILE.jsonl",
                        help="your own gate cases, one JSON object per line (state, questions, optional id, "

@@ -6,7 +6,9 @@ Every measurement runs in a fresh child process, one contender at a time (a neig
 would steal cores), and rounds rotate the contender order so drift hits every contender alike:
 
 - cold: wall time from spawning the process to its first answer (imports, load, one predict);
-- warm: p50/p90 per call for 1 and 8 questions on a ~12-token and a ~400-token state;
+- cold CPU: the child's CPU seconds (every thread) to its first answer, which a CPU quota bills;
+- warm: p50/p90 per call: 1 question on a ~12-token, a ~100-145-token (by tokenizer) and a 512-token state
+  (the long state truncated at `MAX_LEN`), and 8 questions on the short and the long state;
 - peak RSS of the process after all of that.
 
 Contenders: ours on the FP32 and the gated int8 artifact (and `ours-int8-ungated`, the same recipe built
@@ -38,6 +40,7 @@ SHORT_STATE = "I was charged twice for my order, please refund me."
 LONG_STATE = ("The customer writes that the invoice for March shows two identical charges, that support did "
               "not answer three emails, that the mobile app logs them out after every update, and that they "
               "are considering moving to a competitor unless this is resolved this week. ") * 7
+MID_STATE = LONG_STATE[:len(LONG_STATE) // 7].strip()  # one sentence: 100-145 tokens, whichever tokenizer
 QUESTION_POOL = [
     ("team", {"type": "choice", "instructions": "Which team should handle this?",
               "criteria": {"billing": "payments and refunds", "tech": "bugs and outages", "other": ""}}),
@@ -52,6 +55,7 @@ QUESTION_POOL = [
 SCENARIOS = {  # name: (state, number of questions, warm iterations)
     "1q-short": (SHORT_STATE, 1, 30),
     "8q-short": (SHORT_STATE, 8, 15),
+    "1q-mid": (MID_STATE, 1, 15),
     "1q-long": (LONG_STATE, 1, 10),
     "8q-long": (LONG_STATE, 8, 4),
 }
@@ -105,7 +109,7 @@ def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
     warnings.simplefilter("ignore")
     predict = _loader(contender, checkpoint, artifact)
     predict(SHORT_STATE, _questions(1))
-    first_answer_at = time.time()
+    first_answer_at, first_answer_cpu_s = time.time(), time.process_time()
     warm: dict[str, list[float]] = {}
     for name, (state, n, iterations) in SCENARIOS.items():
         questions = _questions(n)
@@ -119,7 +123,8 @@ def child(contender: str, checkpoint: str, artifact: str, quick: bool) -> None:
     # VmHWM belongs to this address space; ru_maxrss would carry the parent's peak across exec.
     status = Path("/proc/self/status").read_text()
     rss_mb = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
-    print(json.dumps({"first_answer_at": first_answer_at, "warm_ms": warm, "peak_rss_mb": rss_mb}))
+    print(json.dumps({"first_answer_at": first_answer_at, "cold_cpu_s": first_answer_cpu_s, "warm_ms": warm,
+                      "peak_rss_mb": rss_mb}))
 
 
 def _ungated_int8(artifact: Path) -> Path:
@@ -252,9 +257,14 @@ def _ensure_built(kind: str) -> tuple[Path, Path, bool]:
     return checkpoint, artifact, True
 
 
-def _run_child(contender: str, checkpoint: Path, artifact: Path, quick: bool) -> dict[str, Any]:
+def _run_child(contender: str, checkpoint: Path, artifact: Path, quick: bool,
+               cgroup_tasks: Path | None = None) -> dict[str, Any]:
+    """One contender in a fresh process; under a CPU quota when `cgroup_tasks` (a cgroup's tasks file) is given:
+    the child enters the group before it execs Python, so its imports and load are billed too."""
     spawned = time.time()
     command = [sys.executable, __file__, "--child", contender, str(checkpoint), str(artifact)]
+    if cgroup_tasks is not None:
+        command = ["sh", "-c", 'echo $$ > "%s" && exec "$@"' % cgroup_tasks, "sh", *command]
     done = subprocess.run(command + (["--quick"] if quick else []), capture_output=True, text=True, check=True)
     report = json.loads(done.stdout.strip().splitlines()[-1])
     report["cold_ms"] = (report.pop("first_answer_at") - spawned) * 1000
@@ -274,6 +284,7 @@ def _summary(reports: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, fl
     summary: dict[str, dict[str, float]] = {}
     for contender, runs in reports.items():
         figures = {"cold_ms": statistics.median(r["cold_ms"] for r in runs),
+                   "cold_cpu_s": statistics.median(r["cold_cpu_s"] for r in runs),
                    "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs)}
         for scenario in SCENARIOS:
             timings = [t for r in runs for t in r["warm_ms"][scenario]]

@@ -123,13 +123,10 @@ def pipeline_builder(cache: Path, progress: Progress) -> Builder:
 
     def build(checkpoint: Path, name: str, revision: str | None, target: str) -> Path:
         from laya_artifacts.build import build_artifact
-        from laya_artifacts.goldens.record import recorded_goldens, weights_sha256
+        from laya_artifacts.goldens.record import corpus_directory, recorded_goldens
         from laya_artifacts.spec import BuildSeams, BuildSpec
 
-        inside = Path(checkpoint).resolve().is_relative_to(Path(cache).resolve())
-        corpus = (Path(checkpoint).parent / (Path(checkpoint).name + "-goldens") if inside else
-                  Path(cache) / "goldens" / ("%s-%s" % (_safe(name), weights_sha256(Path(checkpoint))[:12])))
-        goldens = recorded_goldens(checkpoint, name, corpus, revision, progress)
+        goldens = recorded_goldens(checkpoint, name, corpus_directory(checkpoint, name, cache), revision, progress)
         out = Path(cache) / "artifacts" / ("%s-%s-%d" % (_safe(name), target, time.time()))
         spec = BuildSpec(target, name=name, revision=revision, goldens=goldens,
                          search_records=Path(cache) / "search-records", emulate_classes=True)

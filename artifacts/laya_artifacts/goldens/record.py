@@ -14,6 +14,7 @@ Format 1 (the 13 fixed cases, full token ids and upstream's answers) still repla
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -302,6 +303,16 @@ def goldens_for_build(checkpoint_dir: Path, name: str, revision: str | None, gol
         progress("    recording your %d gate cases with upstream laya" % len(user_cases))
         goldens = merge_goldens(goldens, record_goldens(Path(checkpoint_dir), name, revision, cases=user_cases))
     return goldens
+
+
+def corpus_directory(checkpoint_dir: Path, name: str, cache: Path) -> Path:
+    """Where a checkpoint's recorded corpus is kept, one per weights: beside the checkpoint when it lives in
+    `cache` (as the demo does), else `cache/goldens/NAME-SHA12`; every target and every build of it reuses it."""
+    checkpoint_dir = Path(checkpoint_dir)
+    if checkpoint_dir.resolve().is_relative_to(Path(cache).resolve()):
+        return checkpoint_dir.parent / (checkpoint_dir.name + "-goldens")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "--", name)
+    return Path(cache) / "goldens" / ("%s-%s" % (safe, weights_sha256(checkpoint_dir)[:12]))
 
 
 def recorded_goldens(checkpoint_dir: Path, name: str, directory: Path, revision: str | None = None,

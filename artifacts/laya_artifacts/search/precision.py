@@ -258,11 +258,15 @@ def timing_noise(runs_ms: Sequence[float]) -> float:
 
 
 def _why(chosen: Trial | None, passing: list[Trial], fp32_ms: float, min_speedup: float | None,
-         noise: float, too_slow: Sequence[str] = ()) -> str:
+         noise: float, too_slow: Sequence[str] = (), timed: Sequence[Trial] = ()) -> str:
     """The verdict in the words a user reads: gate failed, or passed but not faster (with the figures), or chosen."""
     if chosen is not None:
         return "fastest of the candidates that passed selection (%s): %.1f ms, x%.3f vs fp32 (noise +-%.3f)" % (
             ", ".join(t.candidate.name for t in passing), chosen.ms, fp32_ms / chosen.ms, noise)
+    if not passing and too_slow and len(too_slow) == len(timed):   # nothing was gated: speed alone refused
+        fastest = min(timed, key=lambda t: t.ms)
+        return "not faster than FP32: no candidate reached x%g (fastest %s x%.3f, this run's FP32 timing noise " \
+               "+-%.3f); none was gated" % (min_speedup or 0, fastest.candidate.name, fp32_ms / fastest.ms, noise)
     if not passing:
         return "gate failed: no candidate passed selection%s" % (
             "; %s not gated: below x%g vs fp32 on this machine" % (", ".join(too_slow), min_speedup or 0)
@@ -360,7 +364,8 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                                                                   fp32_ms / t.ms - noise >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
     too_slow = [name for name, why in skipped.items() if "below the" in why]
-    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise, too_slow)
+    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise, too_slow,
+               [t for t in trials if t.speed_ms])
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
     record = {
         "policy": "fastest candidate passing selection and at least x%g as fast as fp32 by more than the fp32 "

@@ -35,6 +35,14 @@ def test_a_refusal_says_which_rule_refused(passing: list[Trial], noise: float, w
     assert _why(None, passing, 104.7, 1.05, noise).startswith(words)
 
 
+def test_a_search_that_gated_nothing_says_not_faster_not_gate_failed() -> None:
+    timed = [_trial("nbits-sym-b32", 100.0), _trial("nbits-sym-b64", 90.0)]
+    why = _why(None, [], 104.7, 1.5, 0.02, ["nbits-sym-b32", "nbits-sym-b64"], timed)
+    assert why == ("not faster than FP32: no candidate reached x1.5 (fastest nbits-sym-b64 x1.163, this run's FP32 "
+                   "timing noise +-0.020); none was gated")
+    assert _why(None, [], 104.7, 1.5, 0.02, ["nbits-sym-b64"], timed).startswith("gate failed")   # one was gated
+
+
 def test_the_build_error_names_the_verdict_not_a_gate_failure() -> None:
     why = _why(None, [_trial("node-mix", 100.0)], 104.7, 1.05, 0.0)
     report = GateReport(target="cpu-int8", tolerance=0.02, corpus={}, search={"chosen": None, "why": why},

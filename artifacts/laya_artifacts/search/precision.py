@@ -315,7 +315,7 @@ def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool, min_spee
         if not exhaustive and passed_fastest is not None:
             skipped[name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
         elif not exhaustive and min_speedup and speedup - noise < min_speedup:
-            skipped[name] = "not gated: x%.3f vs fp32 (noise +-%.3f), below the x%g a choice needs" % (
+            skipped[name] = "not gated: x%.3f vs fp32, less this run's noise (+-%.3f), is below the x%g a choice needs" % (
                 speedup, noise, min_speedup)
         if name in skipped:
             search.progress("    [%d/%d] %s %s" % (n, len(ordered), name, skipped[name]))

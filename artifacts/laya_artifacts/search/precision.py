@@ -118,7 +118,8 @@ def speed_batch(rows: Sequence[dict[str, Any]], n: int | None = None) -> list[di
 
 
 def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
-                   runs: int | None = None) -> list[list[float]]:
+                   runs: int | None = None, tick: Callable[[int, int], None] = lambda _run, _runs: None
+                   ) -> list[list[float]]:
     """Milliseconds per pass over `batch` (one session run per case) for each decider, after one warm-up
     pass each. The passes are interleaved (run 1 of every graph, then run 2, ...) so that a neighbour
     slowing the machine for a while slows every graph alike instead of the one being timed then."""
@@ -132,6 +133,7 @@ def measure_speeds(deciders: Sequence[Decider], batch: Sequence[dict[str, Any]],
                 decider.run_rows(built, questions)
             if run:  # the first pass warms each session up
                 times.append((time.perf_counter() - started) * 1000)
+        tick(run, runs)
     return timings
 
 
@@ -144,6 +146,19 @@ def wall_clock(_names: Sequence[str], deciders: Sequence[Decider],
                batch: Sequence[dict[str, Any]]) -> list[list[float]]:
     """The search's default timer: `measure_speeds` on this machine, now."""
     return measure_speeds(deciders, batch)
+
+
+def ticking_clock(progress: Callable[[str], None], every_s: float = 20.0) -> SpeedTimer:
+    """`wall_clock` that says how far it is at most every `every_s` seconds: at real size one pass takes minutes."""
+    def timer(_names: Sequence[str], deciders: Sequence[Decider], batch: Sequence[dict[str, Any]]) -> list[list[float]]:
+        last = [time.perf_counter()]
+
+        def tick(run: int, runs: int) -> None:
+            if time.perf_counter() - last[0] >= every_s:
+                last[0] = time.perf_counter()
+                progress("      timing: pass %d of %d done" % (run + 1, runs + 1))
+        return measure_speeds(deciders, batch, tick=tick)
+    return timer
 
 
 def _figures(report: SplitReport) -> str:
@@ -197,11 +212,17 @@ class _Search:
         folder = self.scratch / ("candidate-" + candidate.name.replace(",", "_"))
         graph = self.scratch / ("%s.onnx" % folder.name)
         source, smoothing = self.smoothed(candidate) if candidate.smoothing is not None else (self.fp32_graph, None)
+        started = time.perf_counter()
         recipe = quantize_candidate(source, graph, candidate,
                                     self.calibration() if candidate.method == "static-int8" else None)
         if smoothing is not None:
             recipe["smoothing"] = smoothing
-        return Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
+        quantized = time.perf_counter()
+        self.progress("      quantized in %.0f s; optimizing offline" % (quantized - started))
+        trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
+        self.progress("      optimized in %.0f s; timing against fp32 (%d interleaved passes over %d cases, one "
+                      "warm-up)" % (time.perf_counter() - quantized, SPEED_RUNS, len(self.batch)))
+        return trial
 
     def open(self, trial: Trial) -> Decider:
         if trial.decider is None:
@@ -315,8 +336,8 @@ def _gate_fixed(search: _Search, trials: list[Trial], exhaustive: bool, min_spee
         if not exhaustive and passed_fastest is not None:
             skipped[name] = "not gated: %s passed and is faster" % passed_fastest.candidate.name
         elif not exhaustive and min_speedup and speedup - noise < min_speedup:
-            skipped[name] = "not gated: x%.3f vs fp32, less this run's noise (+-%.3f), is below the x%g a choice needs" % (
-                speedup, noise, min_speedup)
+            skipped[name] = ("not gated: x%.3f vs fp32, less this run's noise (+-%.3f), is below the x%g a choice "
+                             "needs" % (speedup, noise, min_speedup))
         if name in skipped:
             search.progress("    [%d/%d] %s %s" % (n, len(ordered), name, skipped[name]))
             continue
@@ -339,6 +360,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                      timer: SpeedTimer = wall_clock) -> SearchResult:
     """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
     names = check_candidate_names(candidates)
+    timer = ticking_clock(progress) if timer is wall_clock else timer
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer, exhaustive)
     if not search.rows:
         raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")

@@ -34,6 +34,7 @@ def test_no_target_searches_the_public_recipes_then_builds_exact_fp32(
     tried = re.findall(r"\[\d+/\d+\] (\S+) \(.*\): building", said)
     assert tried and set(tried) <= set(PUBLIC_RECIPES), said   # bounded: the public recipes, nothing else
     assert "int8 verdict: refused" in said and "building exact cpu-fp32 instead" in said
+    assert said.count("quantized in") == said.count("timing against fp32") == len(tried)   # no silent step
     manifest = verify_artifact(tmp_path / "mine-cpu-fp32")
     assert manifest.target == "cpu-fp32" and manifest.checkpoint["name"] == "mine"
     assert not (tmp_path / "mine-cpu-int8" / "manifest.json").exists()   # the refusal's report only
@@ -52,3 +53,17 @@ def test_an_explicit_target_still_fails_on_refusal(tiny_modernbert: tuple[Path, 
     said = capsys.readouterr().err
     assert code == 2 and "not faster" in said.splitlines()[-1], said
     assert not list(tmp_path.glob("int8-cpu-fp32"))   # an explicit target builds that target only
+
+
+def test_a_long_timing_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At real size one timing pass takes minutes: the search's clock reports each pass once it has been quiet long
+    enough (every pass here, with no wait)."""
+    def passes(_deciders: object, _batch: object, runs: int | None = None, tick=lambda _r, _n: None) -> list:
+        for run in range(3):
+            tick(run, 2)
+        return [[1.0, 1.0]]
+
+    monkeypatch.setattr(search, "measure_speeds", passes)
+    said: list[str] = []
+    search.ticking_clock(said.append, every_s=0.0)(["fp32"], [], [])
+    assert said == ["      timing: pass %d of 3 done" % n for n in (1, 2, 3)]

@@ -8,7 +8,8 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from laya_infra.config import ConfigError, DeployConfig, refuse_unknown_context
-from laya_infra.constants import FEATURE_FLAGS, STACK_NAME
+from laya_infra.constants import STACK_NAME
+from laya_infra.feature_flags import FEATURE_FLAGS
 from laya_infra.gpu_config import GpuConfig, gpu_fields
 from laya_infra.stack import LayaServerlessStack
 from laya_infra.suppressions import nag_summary

@@ -105,15 +105,6 @@ DOCS_PATHS = ("docs", "redoc", "openapi.json")             # only when auth is o
 
 UNAUTHORIZED_BODY = '{"detail":"invalid or missing bearer token"}'
 
-# CDK feature flags, set by app.py itself so that `cdk synth` and the in-process tests agree.
-FEATURE_FLAGS = {
-    "@aws-cdk/aws-apigateway:disableCloudWatchRole": True,
-    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
-    "@aws-cdk/aws-iam:minimizePolicies": True,
-    "@aws-cdk/aws-lambda:recognizeLayerVersion": True,
-    "@aws-cdk/core:enablePartitionLiterals": True,
-}
-
 # The GPU endpoint (-c gpu=true): a SageMaker real-time endpoint serving layers/gpu/Dockerfile.
 GPU_DOCKERFILE = "layers/gpu/Dockerfile"                   # built from the repository root at deploy
 GPU_IMAGE_CONTEXT = ("*", "!functions/laya_serverless", "!layers/gpu", "**/__pycache__", "**/*.pyc")

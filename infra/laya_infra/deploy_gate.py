@@ -70,7 +70,9 @@ class DeployGate(Construct):
         acknowledge(role, *findings,
                     artifacts.prefix_finding(GOLDENS_PREFIX, "goldens are content-addressed: known after publishing"),
                     XRAY)
-        provider = cr.Provider(self, "Provider", on_event_handler=self.function)
+        # the framework function's logs expire like the stack's others (CDK's own group for it keeps two years)
+        provider = cr.Provider(self, "Provider", on_event_handler=self.function,
+                               log_group=_log_group(self, "ProviderLogs"))
         # Both are invoked synchronously (CloudFormation -> framework -> gate); async failures would still land
         # in the stack's dead-letter queue, like every function's.
         framework = [f for f in provider.node.find_all() if isinstance(f, lambda_.Function)]

@@ -62,6 +62,7 @@ def test_the_cdk_cli_synthesizes_the_built_package_offline(tmp_path):
     # what the person running it reads: cdk-nag's verdict, and no warning (SnapStart's is acknowledged)
     assert "cdk-nag AwsSolutions checks: passed with no unacknowledged finding" in result.stderr
     assert "[Warning" not in result.stdout + result.stderr and "SnapStart" not in result.stdout + result.stderr
+    assert "feature flags" not in result.stdout + result.stderr   # laya_infra/feature_flags.py sets them all
     template = json.loads((tmp_path / "cdk.out" / "LayaServerless.template.json").read_text())
     [layer] = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion"]
     assets = json.loads((tmp_path / "cdk.out" / "LayaServerless.assets.json").read_text())["files"]

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from laya_serverless import Decider, QuestionError
+from laya_serverless.artifact.layout import clamp_temperature
 from laya_serverless.core.decode import option_probabilities, softmax_rows, temperature_for
 from laya_serverless.core.questions import parse_questions
 
@@ -55,6 +56,15 @@ class Oracle:
 def oracle(request: pytest.FixtureRequest) -> Oracle:
     checkpoint, artifact = request.getfixturevalue(request.param)
     return Oracle(checkpoint, artifact)
+
+
+@pytest.mark.parametrize("raw", [0.1, 0.3, 0.5, 0.7, 3, 5.0, 7.0, 1e9, -2.0, True, False, None,
+                                 float("nan"), float("inf"), float("-inf")])
+def test_the_temperature_clamp_is_upstreams(raw: object) -> None:
+    """The test checkpoints ship no temperature the clamp changes (upstream would warn), so it is tied here."""
+    from laya.common import clamp_temperature as upstream_clamp
+
+    assert clamp_temperature(raw) == upstream_clamp(raw)
 
 
 def _reference_error(agent: Any, questions: dict[str, Any]) -> str | None:

@@ -198,7 +198,7 @@ def test_a_search_s_decision_is_kept_and_reused_until_research(tiny_modernbert: 
 @pytest.mark.int8
 def test_the_layer_mix_adds_the_least_sensitive_layers_while_selection_passes(
         tiny_modernbert: tuple[Path, Path], tmp_path: Path, quick_timing: None) -> None:
-    # wide choice questions (temperature 7 on this checkpoint): every layer's int8 error stays small
+    # wide choice questions (temperature 5 on this checkpoint): every layer's int8 error stays small
     goldens = golden_slice("tiny-modernbert", keep_case=lambda i, _row: i % 10 == 0,
                            keep_question=lambda q: q["type"] == "choice" and len(q["criteria"]) >= 11)
     said: list[str] = []

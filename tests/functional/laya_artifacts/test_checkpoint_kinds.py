@@ -1,15 +1,18 @@
 """The random checkpoint kinds as built: the modules hold exactly the counts `checkpoints/shapes.py` computes,
-`--max-len` sets the context, and the real shapes, cached once, are stored in FP16 at the published sizes."""
+`--max-len` sets the context, upstream loads them without a warning, and the real shapes, cached once per recipe,
+are stored in FP16 at the published sizes."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import struct
+import warnings
 from pathlib import Path
 
 import pytest
 
-from laya_artifacts.checkpoints.make import cached_checkpoint
+from laya_artifacts.checkpoints.make import RECIPE, cached_checkpoint
 from laya_artifacts.checkpoints.shapes import SHAPES, parameter_count
 from laya_artifacts.cli import main as cli
 from tests.paths import ROOT
@@ -44,6 +47,40 @@ def test_a_cached_checkpoint_is_made_once(tmp_path, monkeypatch):
     monkeypatch.setattr("laya_artifacts.checkpoints.make.make_checkpoint", lambda *_a, **_k: pytest.fail("rebuilt"))
     assert cached_checkpoint("tiny-modernbert", tmp_path) == first
     assert (first / "model.safetensors").is_file()
+
+
+def test_a_cached_checkpoint_of_another_recipe_is_made_again(tmp_path, monkeypatch):
+    made = []
+    monkeypatch.setattr("laya_artifacts.checkpoints.make.make_checkpoint",
+                        lambda kind, out, **_k: made.append(Path(out).mkdir(parents=True)))
+    first = cached_checkpoint("tiny-modernbert", tmp_path)
+    assert (first / ".built").read_text() == "recipe %d\n" % RECIPE
+    (first / ".built").write_text("")   # the marker an older generator left
+    assert cached_checkpoint("tiny-modernbert", tmp_path) == first and len(made) == 2
+    assert cached_checkpoint("tiny-modernbert", tmp_path) == first and len(made) == 2
+
+
+def _upstream_load_warnings(checkpoint: Path) -> list[str]:
+    import laya
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        laya.Agent(str(checkpoint), device="cpu")
+    return [str(w.message) for w in caught]
+
+
+def test_upstream_loads_a_generated_checkpoint_without_a_temperature_warning(tiny_modernbert):
+    """Every kind writes the same temperatures (`make._rl_config`): none outside upstream's [0.5, 5]."""
+    assert [m for m in _upstream_load_warnings(tiny_modernbert[0]) if "temperature" in m] == []
+
+
+def test_upstream_still_warns_on_a_temperature_outside_its_range(tiny_modernbert, tmp_path):
+    checkpoint = Path(shutil.copytree(tiny_modernbert[0], tmp_path / "checkpoint"))
+    config = json.loads((checkpoint / "rl_agent_config.json").read_text())
+    config["temperature_by_options"]["noul:2"] = 0.3
+    (checkpoint / "rl_agent_config.json").write_text(json.dumps(config))
+    [message] = [m for m in _upstream_load_warnings(checkpoint) if "temperature" in m]
+    assert "ships invalid temperatures or values outside [0.5, 5]" in message and "noul:2=0.3 -> 0.5" in message
 
 
 def _safetensors_header(path: Path) -> dict[str, dict[str, object]]:

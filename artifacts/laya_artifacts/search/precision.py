@@ -32,20 +32,20 @@ from typing import Any
 from laya_artifacts.errors import SearchError, SmoothingNotExact
 from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
 from laya_artifacts.search.mixes import probe_rows, run_mixes
+from laya_artifacts.search.plan import SearchPlan, measured_baseline
 from laya_artifacts.search.quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,
     NODE_MIX,
     Candidate,
     encoder_matmuls,
-    optimize_offline,
+    prepare_artifact,
     quantize_candidate,
     search_order,
 )
 from laya_artifacts.search.records import PORTABLE_MARGIN
 from laya_artifacts.search.smoothing import ALPHA, smooth_graph
 from laya_serverless import Decider
-from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 from laya_serverless.artifact.targets import CPU_FP32
 from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_split, ticker
 
@@ -94,15 +94,6 @@ class Trial:
 class SearchResult:
     chosen: Trial | None
     record: dict[str, Any]
-
-
-def prepare_artifact(graph: Path, raw: Path, out_dir: Path) -> Path:
-    """`graph` optimized offline into `out_dir`, beside the export's tokenizer and decode config."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    optimize_offline(graph, out_dir / "model.onnx")
-    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
-    copy_decode_config(raw, out_dir, optimized_offline=True)
-    return out_dir
 
 
 def selection_rows(goldens: dict[str, Any]) -> list[dict[str, Any]]:
@@ -364,15 +355,13 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer, exhaustive)
     if not search.rows:
         raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")
-    fixed = [c.name for c in search_order(names)]
-    mixes = [n for n in (LAYER_MIX, NODE_MIX) if n in names]
-    progress("    %d candidate(s) to try: %s%s; each is built and timed against fp32 (%d cases x %d runs), then "
-             "gated on %d selection cases (%s)" % (
-                 len(fixed) + len(mixes), ", ".join(fixed), " then the mixes " + ", ".join(mixes) if mixes else "",
-                 len(search.batch), SPEED_RUNS, len(search.rows),
-                 "every candidate, in full" if exhaustive else "fastest first, stopping at the first that passes; "
-                 "no candidate is gated once it cannot win"))
-    baseline = Trial(Candidate("fp32", "none"), prepare_artifact(fp32_graph, raw, scratch / "candidate-fp32"), {})
+    plan = SearchPlan.of(names, len(search.batch), SPEED_RUNS, len(search.rows), exhaustive)
+    progress(plan.line())
+    measured = measured_baseline(fp32_graph, raw, scratch / "candidate-fp32", search.batch, threads)
+    for line in plan.estimate(measured.optimize_s, measured.pass_s):
+        progress(line)
+    # the FP32 session the estimate timed is the one every candidate is timed against
+    baseline = Trial(Candidate("fp32", "none"), measured.directory, {}, measured.decider)
     search.baseline = baseline
     trials, unbuilt = _build_fixed(search, names)
     if not trials:

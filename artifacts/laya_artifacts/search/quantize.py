@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from laya_artifacts.errors import SearchError
+from laya_serverless.artifact.layout import TOKENIZER_FILE, copy_decode_config
 
 OPTIMIZATION_LEVEL = "ORT_ENABLE_EXTENDED"  # portable across x86 CPUs, unlike the layout passes of ENABLE_ALL
 NBITS_BLOCK_SIZE = 32
@@ -291,3 +293,12 @@ def optimize_offline(graph: Path, optimized: Path) -> str:
     options.optimized_model_filepath = str(optimized)
     ort.InferenceSession(str(graph), sess_options=options, providers=["CPUExecutionProvider"])
     return OPTIMIZATION_LEVEL
+
+
+def prepare_artifact(graph: Path, raw: Path, out_dir: Path) -> Path:
+    """`graph` optimized offline into `out_dir`, beside the export's tokenizer and decode config."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    optimize_offline(graph, out_dir / "model.onnx")
+    shutil.copy(raw / TOKENIZER_FILE, out_dir / TOKENIZER_FILE)
+    copy_decode_config(raw, out_dir, optimized_offline=True)
+    return out_dir

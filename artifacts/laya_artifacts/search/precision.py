@@ -45,6 +45,7 @@ from laya_artifacts.search.quantize import (
 )
 from laya_artifacts.search.records import PORTABLE_MARGIN
 from laya_artifacts.search.smoothing import ALPHA, smooth_graph
+from laya_artifacts.search.verdict import verdict
 from laya_serverless import Decider
 from laya_serverless.artifact.targets import CPU_FP32
 from laya_serverless.gate.replay import TOLERANCES, SplitReport, gate_rows, row_split, ticker
@@ -269,27 +270,6 @@ def timing_noise(runs_ms: Sequence[float]) -> float:
     return (max(runs_ms) - min(runs_ms)) / 2 / statistics.median(runs_ms) if len(runs_ms) > 1 else 0.0
 
 
-def _why(chosen: Trial | None, passing: list[Trial], fp32_ms: float, min_speedup: float | None,
-         noise: float, too_slow: Sequence[str] = (), timed: Sequence[Trial] = ()) -> str:
-    """The verdict in the words a user reads: gate failed, or passed but not faster (with the figures), or chosen."""
-    if chosen is not None:
-        return "fastest of the candidates that passed selection (%s): %.1f ms, x%.3f vs fp32 (noise +-%.3f)" % (
-            ", ".join(t.candidate.name for t in passing), chosen.ms, fp32_ms / chosen.ms, noise)
-    if not passing and too_slow and len(too_slow) == len(timed):   # nothing was gated: speed alone refused
-        fastest = min(timed, key=lambda t: t.ms)
-        return "not faster than FP32: no candidate reached x%g (fastest %s x%.3f, this run's FP32 timing noise " \
-               "+-%.3f); none was gated" % (min_speedup or 0, fastest.candidate.name, fp32_ms / fastest.ms, noise)
-    if not passing:
-        return "gate failed: no candidate passed selection%s" % (
-            "; %s not gated: below x%g vs fp32 on this machine" % (", ".join(too_slow), min_speedup or 0)
-            if too_slow else "")
-    best = min(passing, key=lambda t: t.ms)
-    speedup, rule = fp32_ms / best.ms, min_speedup or 0
-    return "gate passed (%s), but not faster than FP32: %s x%.3f %s x%.2f (this run's FP32 timing noise +-%.3f)" % (
-        ", ".join(t.candidate.name for t in passing), best.candidate.name, speedup,
-        "<" if speedup < rule else "is within the noise of", rule, noise)
-
-
 def _build_fixed(search: _Search, names: Sequence[str]) -> tuple[list[Trial], list[dict[str, Any]]]:
     """The requested fixed candidates built and timed against FP32 one at a time (public recipes first), each
     session closed after timing; and a record for each that could not be built (its smoothing not exact)."""
@@ -375,8 +355,10 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                                                                   fp32_ms / t.ms - noise >= min_speedup)]
     chosen = min(eligible, key=lambda t: t.ms) if eligible else None
     too_slow = [name for name, why in skipped.items() if "below the" in why]
-    why = _why(chosen, [t for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise, too_slow,
-               [t for t in trials if t.speed_ms])
+    timed = [(t.candidate.name, t.ms) for t in trials if t.speed_ms]
+    why = verdict((chosen.candidate.name, chosen.ms) if chosen else None,
+                  [(t.candidate.name, t.ms) for t in trials if t.passed and t.speed_ms], fp32_ms, min_speedup, noise,
+                  too_slow, timed)
     progress("    chosen: %s (%s)" % (chosen.candidate.name if chosen else "nothing", why))
     record = {
         "policy": "fastest candidate passing selection and at least x%g as fast as fp32 by more than the fp32 "

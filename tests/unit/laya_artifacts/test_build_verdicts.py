@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from laya_artifacts.build import refusal
-from laya_artifacts.search.precision import Trial, _why, timing_noise
-from laya_artifacts.search.quantize import Candidate
+from laya_artifacts.search.precision import timing_noise
+from laya_artifacts.search.verdict import verdict as _why
 from laya_serverless.gate.replay import GateReport
 
 
-def _trial(name: str, ms: float) -> Trial:
-    return Trial(Candidate(name, "dynamic-int8"), Path("."), {}, speed_ms=ms)
+def _trial(name: str, ms: float) -> tuple[str, float]:
+    return name, ms
 
 
 def test_the_noise_band_is_half_the_fp32_spread_over_its_median() -> None:
@@ -31,7 +31,7 @@ def test_the_noise_band_is_half_the_fp32_spread_over_its_median() -> None:
     ([_trial("node-mix", 104.7 / 1.07)], 0.03,
      "gate passed (node-mix), but not faster than FP32: node-mix x1.070 is within the noise of x1.05"),
 ])
-def test_a_refusal_says_which_rule_refused(passing: list[Trial], noise: float, words: str) -> None:
+def test_a_refusal_says_which_rule_refused(passing: list[tuple[str, float]], noise: float, words: str) -> None:
     assert _why(None, passing, 104.7, 1.05, noise).startswith(words)
 
 

@@ -17,14 +17,19 @@ from pathlib import Path
 from laya_artifacts.bench.runtime import REFERENCE, SCENARIOS, _run_child
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("artifact", type=Path)
     parser.add_argument("--contenders", default="ours-fp32,laya-torch,laya-onnx")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     contenders = args.contenders.split(",")
     reports: dict[str, list[dict]] = {c: [] for c in contenders}
     for index in range(args.rounds):

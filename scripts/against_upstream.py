@@ -21,7 +21,8 @@ from laya_artifacts.bench.runtime import REFERENCE, SCENARIOS, _run_child
 from laya_artifacts.tune.quota import close_quota, open_quota
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("artifact", type=Path)
@@ -29,7 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--memory", type=int, metavar="MB", help="run every contender under this Lambda size's quota")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     contenders = args.contenders.split(",")
     reports: dict[str, list[dict]] = {c: [] for c in contenders}
     quota = open_quota(args.memory, "laya-against-upstream") if args.memory else None

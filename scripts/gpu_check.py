@@ -407,7 +407,8 @@ def collect(run: Run) -> None:
             reports.write("==== %s\n%s\n" % (report.parent.name, report.read_text()))
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=("device", "dry-run", "child"))
     parser.add_argument("what", nargs="*")
@@ -418,7 +419,11 @@ def main() -> int:
     parser.add_argument("--budget", type=float, help="seconds this run may take in all (default: 540 on the device)")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--no-build", default="", help="kinds whose checkpoint is made but not built (dry runs)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.mode == "child":
         what = args.what[0]
         if what == "machine":

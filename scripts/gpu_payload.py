@@ -169,7 +169,8 @@ def pack(stage: Path, build: Path, part_bytes: int) -> list[Path]:
     return parts
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", type=Path, required=True, help="a git-ignored folder of the checkout that travels")
     parser.add_argument("--checkpoints", type=Path, help="tiny-modernbert/, minilm/, demo/ built here")
@@ -178,7 +179,11 @@ def main() -> int:
     parser.add_argument("--part-mib", type=int, default=44)
     parser.add_argument("--code-only", action="store_true", help="repack the code alone")
     parser.add_argument("--make", action="store_true", help="first make what is missing of the checkpoints and base")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.make:
         make_checkpoints(args.checkpoints)
         make_base(args.base)

@@ -122,7 +122,8 @@ def one_round(environ: dict[str, str], memory_mb: int, snapstart: bool, quota: b
         limits.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("artifact", type=Path)
     parser.add_argument("--context", action="append", default=[], metavar="KEY=VALUE", help="CDK context, as -c")
@@ -130,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--memory", type=int, help="the memory limit (MB) instead of the template's")
     parser.add_argument("--no-quota", action="store_true", help="no CFS quota (2 cores, as a busy machine allows)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     lr.built("x86_64")   # the package is the source as it is now (else: run `laya-artifacts package`)
     why_not = lr.can_sandbox()
     if why_not:

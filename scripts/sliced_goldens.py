@@ -18,13 +18,18 @@ from laya_artifacts.goldens.corpus import builtin_cases
 from laya_artifacts.goldens.record import record_goldens, write_goldens
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This script's arguments (tests/unit/test_docs_commands.py parses the docs' command lines with it)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("name")
     parser.add_argument("out", type=Path)
     parser.add_argument("--every", type=int, default=10)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     cases = builtin_cases()[:: args.every]
     started = time.monotonic()
     goldens = record_goldens(args.checkpoint, args.name, None, cases=cases)

@@ -1,4 +1,4 @@
-"""`laya-artifacts parity` replays a golden file on the serving machine: both splits, and no torch."""
+"""`laya-artifacts parity` replays a golden file on the serving machine: both splits (or one), and no torch."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ _PROBE = """
 import json, sys
 from laya_artifacts.cli import main
 code = main(["parity", sys.argv[1], "--goldens", sys.argv[2], "--target", "cpu-int8"])
+one = main(["parity", sys.argv[1], "--goldens", sys.argv[2], "--target", "cpu-int8", "--split", "confirmation"])
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers", "laya", "optimum"))
-print(json.dumps({"code": code, "heavy": heavy}))
+print(json.dumps({"code": code, "one_split": one, "heavy": heavy}))
 """
 
 
@@ -27,7 +28,7 @@ def test_the_replay_passes_both_splits_and_imports_no_torch(tiny_int8: Path, tin
     done = subprocess.run([sys.executable, "-c", _PROBE, str(tiny_int8), str(tiny_int8_goldens)],
                           capture_output=True, text=True, check=True, timeout=300)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"code": 0, "heavy": []}, done.stdout
+    assert result == {"code": 0, "one_split": 0, "heavy": []}, done.stdout
     table = done.stdout
     assert "PASSED" in table and "selection" in table and "confirmation" in table and "corpus sha256" in table
 

@@ -13,17 +13,20 @@ import pytest
 
 from laya_artifacts import cli
 from laya_artifacts.tune.prices import Prices
+from laya_artifacts.tune.workload import DEFAULT_WORKLOAD
 
 pytestmark = pytest.mark.slow
 
 MEMORY = (1024, 2048)
+SLO_P99_MS = 60_000  # met by every size: the recommendation is the SLO-free one
 
 
 @pytest.fixture(scope="module")
 def tuned(tiny_modernbert: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("tune") / "demo.json"
     code = cli.main(["tune", str(tiny_modernbert[1]), "--memory", ",".join(map(str, MEMORY)), "--configs", "runtime,t1",
-                     "--rounds", "2", "--requests", "3", "--no-quota", "--json", str(out)])
+                     "--rounds", "2", "--requests", "3", "--no-quota", "--json", str(out),
+                     "--workload", str(DEFAULT_WORKLOAD), "--slo-p99-ms", str(SLO_P99_MS)])
     assert code == 0
     return json.loads(out.read_text()), out
 
@@ -77,7 +80,7 @@ def test_costs_are_the_price_table_applied_to_the_recorded_durations(tuned: tupl
 def test_the_recommendation_is_the_cheapest_fitting_size(tuned: tuple[dict[str, Any], Path]) -> None:
     result = tuned[0]
     recommendation = result["recommendation"]
-    assert recommendation["slo_p99_ms"] is None
+    assert recommendation["slo_p99_ms"] == SLO_P99_MS
     fitting = [s for s in result["sizes"] if s["fits"]]
     for arch in ("x86_64", "arm64"):
         cheapest = min(fitting, key=lambda s: s["cost_per_1m_decisions"][arch])

@@ -304,6 +304,7 @@ def test_the_rollback_and_sign_commands(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli(["keygen", "--out", str(tmp_path / "keys")]) == 0
     private = tmp_path / "keys" / "artifact-signing.pem"
     first = fake_artifact(tmp_path / "a", "one")
+    assert cli(["sign", str(first), "--key", str(private)]) == 0 and cli(["verify", str(first)]) == 0
     assert cli(["publish", str(first), "--store", str(store), "--sign-key", str(private)]) == 0
     assert cli(["publish", str(fake_artifact(tmp_path / "b", "two")), "--store", str(store)]) == 0
     capsys.readouterr()
@@ -320,6 +321,8 @@ def test_the_rollback_and_sign_commands(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli(["publish", str(fake_artifact(tmp_path / "third", "three")), "--store", str(store)]) == 0  # unsigned
     assert cli([*verify, "--key", str(public)]) == 2
     assert "carries no signature by a trusted key" in capsys.readouterr().err
+    signed = ["sign", "--store", str(store), "--checkpoint", CHECKPOINT, "--target", TARGET, "--key", str(private)]
+    assert cli(signed) == 0 and cli([*verify, "--key", str(public)]) == 0  # what is published, signed in place
 
 
 def test_sign_writes_into_the_artifact_and_keygen_never_overwrites(local_key: tuple[Path, Path],

@@ -191,6 +191,9 @@ def test_the_commands_roll_back_and_forward_and_list_history(tmp_path: Path, cap
     listing = capsys.readouterr().out
     assert "served   %s" % first in listing and "rollback" in listing and "gate passed" in listing
     assert "forward  %s" % second in listing and "NOT signed by a trusted key" in listing
+    publish(fake_artifact(tmp_path / "c", "three"), store, signer=signer)
+    assert cli([*base, "--to", first, "--sign-key", key]) == 0
+    assert capsys.readouterr().out.strip() == first
 
 
 

@@ -22,6 +22,14 @@ from laya_serverless import Decider
 # Writing a candidate is a quantization pass and an offline optimization: counted as two optimizations.
 BUILD_PER_OPTIMIZATION = 2
 ONE_CANDIDATE = "nbits-sym-b32"  # the first public recipe (`quantize.PUBLIC_RECIPES`): a search of one
+# About how long timing one candidate may take (its warm-up and timed passes, each interleaved with FP32's): at the
+# published sizes one pass over the speed batch takes minutes on one thread, and five of them took 20 min a candidate.
+TIMING_BUDGET_S = 300.0
+
+
+def speed_runs(fp32_pass_s: float, most: int) -> int:
+    """Timed passes per graph: `most`, or fewer where a pass is long, never under 2 (a median and a spread)."""
+    return max(2, min(most, int(TIMING_BUDGET_S / (2 * max(fp32_pass_s, 1e-9))) - 1))
 
 
 def fp32_pass_seconds(decider: Decider, batch: Sequence[dict[str, Any]]) -> float:

@@ -2,8 +2,8 @@
 
 1. Every fixed candidate (`quantize.FIXED_CANDIDATES`), the public recipes first (`quantize.PUBLIC_RECIPES`),
    is written, optimized offline and timed interleaved with the FP32 graph, one at a time (two sessions
-   open, whatever the model's size): the median of `SPEED_RUNS` warm passes over a fixed batch of
-   selection cases (`speed_batch`), one session thread, scaled to the first FP32 figure.
+   open, whatever the model's size): the median of `SPEED_RUNS` warm passes (fewer where one takes minutes:
+   `plan.speed_runs`) over a fixed batch of selection cases (`speed_batch`), one thread, scaled to FP32's first.
 2. Candidates are gated on the **selection** split only. `exhaustive=False` (the default) gates them
    fastest first, stops at the first that passes (nothing slower can be chosen then), gates none that
    cannot be chosen (below `MIN_SPEEDUP` by more than the noise), and stops gating one once a row misses by
@@ -32,7 +32,7 @@ from typing import Any
 from laya_artifacts.errors import SearchError, SmoothingNotExact
 from laya_artifacts.search.calibration import calibration_feeds, prepared_rows
 from laya_artifacts.search.mixes import probe_rows, run_mixes
-from laya_artifacts.search.plan import SearchPlan, measured_baseline
+from laya_artifacts.search.plan import SearchPlan, measured_baseline, speed_runs
 from laya_artifacts.search.quantize import (
     FIXED_CANDIDATES,
     LAYER_MIX,
@@ -140,8 +140,9 @@ def wall_clock(_names: Sequence[str], deciders: Sequence[Decider],
     return measure_speeds(deciders, batch)
 
 
-def ticking_clock(progress: Callable[[str], None], every_s: float = 20.0) -> SpeedTimer:
-    """`wall_clock` that says how far it is at most every `every_s` seconds: at real size one pass takes minutes."""
+def ticking_clock(progress: Callable[[str], None], runs: int | None = None, every_s: float = 20.0) -> SpeedTimer:
+    """`wall_clock` over `runs` passes that says how far it is at most every `every_s` seconds: at real size one pass
+    takes minutes."""
     def timer(_names: Sequence[str], deciders: Sequence[Decider], batch: Sequence[dict[str, Any]]) -> list[list[float]]:
         last = [time.perf_counter()]
 
@@ -149,7 +150,7 @@ def ticking_clock(progress: Callable[[str], None], every_s: float = 20.0) -> Spe
             if time.perf_counter() - last[0] >= every_s:
                 last[0] = time.perf_counter()
                 progress("      timing: pass %d of %d done" % (run + 1, runs + 1))
-        return measure_speeds(deciders, batch, tick=tick)
+        return measure_speeds(deciders, batch, runs, tick=tick)
     return timer
 
 
@@ -169,6 +170,7 @@ class _Search:
         self._feeds: list[Any] | None = None
         self._smoothed: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = {}
         self.baseline: Trial | None = None
+        self.runs = SPEED_RUNS  # timed passes per graph (`plan.speed_runs`: fewer where a pass takes minutes)
         self.fp32_ms = 0.0  # the first FP32 figure: every candidate's speed is scaled to it
 
     def calibration(self) -> list[Any]:
@@ -213,7 +215,7 @@ class _Search:
         self.progress("      quantized in %.0f s; optimizing offline" % (quantized - started))
         trial = Trial(candidate, prepare_artifact(graph, self.raw, folder), recipe)
         self.progress("      optimized in %.0f s; timing against fp32 (%d interleaved passes over %d cases, one "
-                      "warm-up)" % (time.perf_counter() - quantized, SPEED_RUNS, len(self.batch)))
+                      "warm-up)" % (time.perf_counter() - quantized, self.runs, len(self.batch)))
         return trial
 
     def open(self, trial: Trial) -> Decider:
@@ -331,14 +333,14 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                      timer: SpeedTimer = wall_clock) -> SearchResult:
     """Choose the fastest candidate that passes `goldens`' selection split; the record says how."""
     names = check_candidate_names(candidates)
-    timer = ticking_clock(progress) if timer is wall_clock else timer
     search = _Search(fp32_graph, raw, scratch, goldens, target, threads, progress, timer, exhaustive)
     if not search.rows:
         raise SearchError("the goldens hold no selection rows: nothing to choose a configuration on")
-    plan = SearchPlan.of(names, len(search.batch), SPEED_RUNS, len(search.rows), exhaustive)
-    progress(plan.line())
     measured = measured_baseline(fp32_graph, raw, scratch / "candidate-fp32", search.batch, threads)
-    for line in plan.estimate(measured.optimize_s, measured.pass_s):
+    search.runs = speed_runs(measured.pass_s, SPEED_RUNS)
+    search.timer = ticking_clock(progress, search.runs) if timer is wall_clock else timer
+    plan = SearchPlan.of(names, len(search.batch), search.runs, len(search.rows), exhaustive)
+    for line in [plan.line(), *plan.estimate(measured.optimize_s, measured.pass_s)]:
         progress(line)
     # the FP32 session the estimate timed is the one every candidate is timed against
     baseline = Trial(Candidate("fp32", "none"), measured.directory, {}, measured.decider)
@@ -348,7 +350,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
         search.time_against_fp32(Trial(baseline.candidate, baseline.directory, {}))  # the baseline on its own
     fp32_ms, noise = search.fp32_ms, timing_noise(baseline.runs_ms)
     progress("    fp32 baseline: %.1f ms per pass over %d selection cases (median of %d, interleaved; noise +-%.3f)"
-             % (fp32_ms, len(search.batch), SPEED_RUNS, noise))
+             % (fp32_ms, len(search.batch), search.runs, noise))
     passed_fastest, skipped = _gate_fixed(search, trials, exhaustive, min_speedup, noise)
     mix_records = run_mixes(search, names, trials, passed_fastest, exhaustive, min_speedup)
     eligible = [t for t in trials if t.passed and t.speed_ms and (not min_speedup or  # clear of the noise band
@@ -365,7 +367,7 @@ def precision_search(fp32_graph: Path, raw: Path, scratch: Path, goldens: dict[s
                   "timing noise of the same run; confirmation checked once on it" % (min_speedup or 0),
         "mode": "exhaustive" if exhaustive else "fastest-first",
         "split": SELECTION, "selection_rows": sum(len(r.get("markers", [])) for r in search.rows),
-        "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": SPEED_RUNS,
+        "speed": {"cases": len(search.batch), "case_ids": [r["id"] for r in search.batch], "runs": search.runs,
                   "warmup_runs": 1, "statistic": "median ms per pass, one session run per case, each candidate "
                   "interleaved with fp32 and scaled to the first fp32 figure", "threads": threads},
         "fp32_speed_ms": fp32_ms, "fp32_runs_ms": baseline.runs_ms, "fp32_noise": noise,

@@ -65,5 +65,5 @@ def test_a_long_timing_says_how_far_it_is(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(search, "measure_speeds", passes)
     said: list[str] = []
-    search.ticking_clock(said.append, every_s=0.0)(["fp32"], [], [])
+    search.ticking_clock(said.append, 2, every_s=0.0)(["fp32"], [], [])
     assert said == ["      timing: pass %d of 3 done" % n for n in (1, 2, 3)]

@@ -60,3 +60,11 @@ def test_a_search_of_one_candidate_names_only_the_fp32_target() -> None:
 )
 def test_durations_read_in_their_unit(seconds: float, said: str) -> None:
     assert duration(seconds) == said
+
+
+def test_timing_takes_fewer_passes_only_where_one_pass_takes_minutes() -> None:
+    from laya_artifacts.search.plan import TIMING_BUDGET_S, speed_runs
+
+    assert speed_runs(3.7, 5) == 5                  # a small checkpoint: every pass the search asks for
+    assert speed_runs(111.0, 5) == 2                # the English shape on one thread: two, a median and a spread
+    assert speed_runs(TIMING_BUDGET_S / 8, 5) == 3  # in between: what fits the budget, warm-up included

@@ -308,6 +308,9 @@ def synopsis(words: tuple[str, ...] | list[str]) -> list[str]:
     """A synopsis line as one argv: optional parts (`[--url …]`) kept, the first of `a|b` alternatives."""
     argv = []
     for word in words:
+        if word == "":  # an explicit empty argument (`''`), as the shell passes it
+            argv.append(word)
+            continue
         word = word.strip("[]")
         word = re.sub(r"\]?\.\.\.$|…$", "", word) if word not in _ELISION else word
         if "|" in word and not word.startswith(("{", "'", '"')) and "://" not in word:

@@ -6,7 +6,7 @@ server. Prints one JSON line per round: INIT (start to ready), the after-restore
 answer, the memory cgroup's peak, whether it was killed, and the bytes the artifact fetch moved.
 
     python scripts/lambda_emulation.py ARTIFACT_DIR [--context KEY=VALUE ...] [--snapstart] [--rounds 3]
-                                       [--memory MB] [--no-quota]
+                                       [--memory MB] [--no-quota] [--store-dir DIR]
 
 The package must be built first (`laya-artifacts package`); root, namespaces and a memory cgroup are needed
 (as for the tests/cloud tier). `--memory` overrides the template's size, to find the smallest that holds.
@@ -81,13 +81,17 @@ class QuotaAndMemory(lr.MemoryLimit):
             close_quota(self.quota)
 
 
-def deploy(template: dict[str, Any], artifact: Path, endpoint: str, work: Path) -> tuple[dict[str, str], int, int]:
-    """Publish `artifact` to the stack's bucket on moto's server; (the function's environment, memory, bytes)."""
+def deploy(template: dict[str, Any], artifact: Path, endpoint: str, work: Path,
+           store_dir: Path | None = None) -> tuple[dict[str, str], int, int]:
+    """Publish `artifact` to the stack's bucket on moto's server, or to `store_dir` (a local store the function then
+    reads instead: INIT without the network); (the function's environment, memory, bytes)."""
     s3 = boto3.client("s3", region_name=REGION, endpoint_url=endpoint)
     s3.create_bucket(Bucket=BUCKET)
     function = function_with_handler(template, API_HANDLER)
     raw = function["Environment"]["Variables"]
     environ = {k: str(resolve(v, bucket_ids(template))) for k, v in raw.items() if k != "LAYA_API_KEY_SECRET_ARN"}
+    if store_dir is not None:
+        environ["LAYA_STORE"] = str(store_dir)
     stored = environ["LAYA_DEPLOYED"].split(",")[0].partition("=")[2] or environ["LAYA_DEPLOYED"].split(",")[0]
     publish(relabelled(artifact, stored, work / "published"), open_store(environ["LAYA_STORE"], s3_client=s3))
     fetched = sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file())
@@ -131,6 +135,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--memory", type=int, help="the memory limit (MB) instead of the template's")
     parser.add_argument("--no-quota", action="store_true", help="no CFS quota (2 cores, as a busy machine allows)")
+    parser.add_argument("--store-dir", type=Path, help="publish to this local folder (outside /tmp) and serve from it "
+                        "instead of moto's S3: INIT less the network, which moto on the same cores overstates")
     return parser
 
 
@@ -154,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lambda-emulation-"))
     try:
         context = dict(item.split("=", 1) for item in args.context)
-        environ, memory_mb, fetched = deploy(synthesized(context), args.artifact, endpoint, work)
+        environ, memory_mb, fetched = deploy(synthesized(context), args.artifact, endpoint, work, args.store_dir)
         memory_mb = args.memory or memory_mb
         for index in range(args.rounds):
             figures = one_round(environ, memory_mb, args.snapstart, not args.no_quota, work / ("f%d.log" % index))

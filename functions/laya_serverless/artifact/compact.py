@@ -26,7 +26,7 @@ _ATTR_NAME, _ATTR_INT, _ATTR_GRAPH, _ATTR_GRAPHS = 1, 3, 6, 11
 _DIMS, _DATA_TYPE, _NAME, _RAW, _EXTERNAL_DATA, _DATA_LOCATION = 1, 2, 8, 9, 13, 14
 _OTHER_DATA = {3, 4, 5, 6, 7, 10, 11, 13, 14}   # a tensor's data held or placed otherwise: left as stored
 _FLOAT, _FLOAT16, _EXTERNAL = 1, 10, 1
-FOLD_SHARE = 0.25            # of the weights' FP32 bytes, at most this much in FP16 is left for onnxruntime to fold
+FOLD_SHARE = 0.2             # of the weights' FP32 bytes, at most this much in FP16 is left for onnxruntime to fold
 PLACEHOLDER = "in-place.bin"  # where in-place weights are declared to live: a sparse file onnxruntime never reads
 Span = tuple[int, int]
 

@@ -13,7 +13,8 @@ graph to onnxruntime through a named pipe instead, and each weight goes one of t
 
 Widening runs onnxruntime's own Cast kernel, so every value is the one its folding makes and the answers are the
 same bit for bit. A graph only this process can reach (an anonymous memory file) is freed as it streams, behind
-what onnxruntime has read. `artifact.compact` finds the weights and lays out the graph onnxruntime reads.
+what onnxruntime has read, and the heap's free pages are given back once the session exists. `artifact.compact`
+finds the weights and lays out the graph onnxruntime reads.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from ..errors import ArtifactError
 CHUNK = 1 << 22              # bytes read, widened and written at a time
 PACE_S = 0.0005              # the writer's pause on a full pipe: a blocked writer would be woken at every 8 KiB read
 _PUNCH_HOLE = 0x02 | 0x01    # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-_MMAP_THRESHOLD = -3         # mallopt's M_MMAP_THRESHOLD
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _log = logging.getLogger("laya_serverless")
 
@@ -199,11 +199,11 @@ class _Stream(threading.Thread):
             self._freed = self.source.free(self._freed, self._marks.popleft()[1])
 
 
-def _return_freed_blocks() -> None:
-    """Blocks of 1 MiB or more go back to the system when freed instead of staying in the heap: onnxruntime's copies
-    of the weights come and go while it initializes, and the heap's holes would add to the INIT peak."""
-    if hasattr(_LIBC, "mallopt"):   # glibc's; elsewhere the heap behaves as it does
-        _LIBC.mallopt(_MMAP_THRESHOLD, 1 << 20)
+def _give_back_heap() -> None:
+    """The heap's free pages back to the system once the session exists: onnxruntime's transient copies of the
+    weights leave holes in the heap that would otherwise stay in the process's memory (glibc's `malloc_trim`)."""
+    if hasattr(_LIBC, "malloc_trim"):   # elsewhere the heap behaves as it does
+        _LIBC.malloc_trim(0)
 
 
 @dataclass
@@ -234,8 +234,8 @@ def widened(graph: Path, *, discard: bool = False) -> Iterator[Widened]:
         if folder is None:
             yield Widened(graph)
             return
-        _return_freed_blocks()
         yield from _streamed(source, plan, in_place, folder)
+        _give_back_heap()
     finally:
         source.close()
         if folder is not None:

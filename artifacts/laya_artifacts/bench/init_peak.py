@@ -14,13 +14,13 @@ the session's creation seconds (wall, and CPU over all threads: steadier on a sh
 graph's raw outputs and the answer (equal digests: bit-identical answers).
 
 Ways: `runtime` (what the runtime does: a compact graph's weights widened as it streams in, `core.restore`),
-`as-stored` (the graph opened as stored, its Casts folded by onnxruntime: the runtime before `core.restore`),
-`as-stored+OPTION` for OPTION in `no-arena`, `initializers-outside-arena`, `no-prepack`, `env-allocators`
-(onnxruntime session options), `trim` (`malloc_trim(0)` once the session exists) and `mmap-threshold` (glibc's
-`M_MMAP_THRESHOLD` at 1 MiB before it is made); `runtime-heap` (`runtime` without that threshold),
-`runtime-no-fold` (`runtime` with every weight widened: `FOLD_SHARE` 0), `runtime-all-inline` (`runtime` with no
-weight read in place); `file` (`runtime` from the graph on disk, not a memory file); `bytes` (as stored, from the
-graph read into Python bytes, dropped once the session exists).
+`as-stored` (the graph opened as stored, its Casts folded by onnxruntime: the runtime before `core.restore`), and
+either with `+OPTION`: `no-arena`, `initializers-outside-arena`, `no-prepack`, `env-allocators` (onnxruntime session
+options), `trim` (`malloc_trim(0)` once the session exists) or `mmap-threshold` (glibc's `M_MMAP_THRESHOLD` at 1 MiB
+before it is made: freed blocks go straight back to the system); `runtime-no-trim` (`runtime` without its
+`malloc_trim`), `runtime-no-fold` (`runtime` with every weight widened: `FOLD_SHARE` 0), `runtime-all-inline`
+(`runtime` with no weight read in place); `file` (`runtime` from the graph on disk, not a memory file); `bytes` (as
+stored, from the graph read into Python bytes, dropped once the session exists).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from typing import Any
 CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 OPTIONS = {"no-arena": None, "initializers-outside-arena": "session.use_device_allocator_for_initializers",
            "no-prepack": "session.disable_prepacking", "env-allocators": "session.use_env_allocators"}
-WAYS = ("runtime", "as-stored", *("as-stored+" + o for o in (*OPTIONS, "trim", "mmap-threshold")),
-        "runtime-heap", "runtime-no-fold", "runtime-all-inline", "file", "bytes")
+WAYS = (*(base + option for base in ("runtime", "as-stored") for option in
+          ("", *("+" + o for o in (*OPTIONS, "trim", "mmap-threshold")))),
+        "runtime-no-trim", "runtime-no-fold", "runtime-all-inline", "file", "bytes")
 STATE = {"ticket": "I was charged twice for the same order and the support line keeps hanging up on me",
          "history": ["asked for a refund on Monday", "no answer yet"]}
 QUESTIONS = {"team": {"type": "choice", "instructions": "Which team should take it?",
@@ -100,9 +101,9 @@ def _patch(way: str) -> None:
                     self.add_session_config_entry(OPTIONS[option], "1")
         setattr(ort, "SessionOptions", Options)   # noqa: B010
     if option == "mmap-threshold":
-        restore._return_freed_blocks()
-    if way == "runtime-heap":
-        setattr(restore, "_return_freed_blocks", lambda: None)   # noqa: B010
+        ctypes.CDLL(None).mallopt(-3, 1 << 20)   # M_MMAP_THRESHOLD
+    if way == "runtime-no-trim":
+        setattr(restore, "_give_back_heap", lambda: None)   # noqa: B010
     if way == "runtime-no-fold":
         setattr(compact, "FOLD_SHARE", 0.0)   # noqa: B010
     if way == "runtime-all-inline":
@@ -172,6 +173,10 @@ def probe(way: str, artifact: Path, threads: int, cgroup: str) -> dict[str, Any]
     decider = Decider.from_artifact(artifact, threads=threads, verify=False, graph=memory.path if memory else None,
                                     release_graph=memory.close if memory else None)
     opened_s = time.perf_counter() - start
+    if way.endswith("no-arena"):   # no arena to shrink after each run, as the runtime's run options ask
+        import onnxruntime as ort
+
+        setattr(decider.session, "_run_options", ort.RunOptions())   # noqa: B010
     gc.collect()
     figures = {"way": way, "open_s": opened_s, **timed, "peak_mb": group("memory.max_usage_in_bytes"),
                "loaded_mb": group("memory.usage_in_bytes"), "vm_hwm_loaded_mb": _status_mb("VmHWM")}

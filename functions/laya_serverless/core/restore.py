@@ -102,8 +102,9 @@ class _Source:
 
 def _in_place(source: _Source, buf: Any, weight: Weight) -> np.ndarray:
     shape, size = dims(buf, weight.message), 2 * (weight.raw[1] - weight.raw[0])
-    # anonymous memory without numpy's huge-page advice, which can stall on memory compaction
-    flat = np.frombuffer(mmap.mmap(-1, size), dtype="<f4")
+    # anonymous memory without numpy's huge-page advice (which can stall on compaction), its pages made at once
+    populate = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+    flat = np.frombuffer(mmap.mmap(-1, size, flags=populate), dtype="<f4")
     freed = weight.raw[0]
     for stop, _ in source.widened(*weight.raw, into=flat):
         freed = source.free(freed, stop)

@@ -13,7 +13,8 @@ graph to onnxruntime through a named pipe instead, and each weight goes one of t
 
 Widening runs onnxruntime's own Cast kernel, so every value is the one its folding makes and the answers are the
 same bit for bit. A graph only this process can reach (an anonymous memory file) is freed as it streams, behind
-what onnxruntime has read, and the heap's free pages are given back once the session exists. `artifact.compact`
+what onnxruntime has read; glibc maps large blocks on their own while onnxruntime parses, and the heap's free
+pages are given back once the session exists, so that its transient copies leave no holes to count. `artifact.compact`
 finds the weights and lays out the graph onnxruntime reads.
 """
 
@@ -30,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,6 +46,8 @@ from ..errors import ArtifactError
 CHUNK = 1 << 22              # bytes read, widened and written at a time
 PACE_S = 0.0005              # the writer's pause on a full pipe: a blocked writer would be woken at every 8 KiB read
 _PUNCH_HOLE = 0x02 | 0x01    # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+# glibc's M_MMAP_THRESHOLD while onnxruntime parses, and after: the largest its own adjustment reaches
+_MMAP_THRESHOLD, PARSE_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX = -3, 1 << 20, 32 << 20
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _log = logging.getLogger("laya_serverless")
 
@@ -200,20 +203,31 @@ class _Stream(threading.Thread):
             self._freed = self.source.free(self._freed, self._marks.popleft()[1])
 
 
+def _mmap_threshold(size: int) -> None:
+    """Blocks of `size` bytes or more get their own mapping from glibc, which gives them back when they are freed.
+    At 1 MiB while onnxruntime parses: its protobuf copies of the weights, freed as it initializes the session, then
+    leave no holes in the heap for the INIT peak to count."""
+    if hasattr(_LIBC, "mallopt"):   # glibc's; elsewhere the heap behaves as it does
+        _LIBC.mallopt(_MMAP_THRESHOLD, size)
+
+
 def _give_back_heap() -> None:
     """The heap's free pages back to the system once the session exists: onnxruntime's transient copies of the
     weights leave holes in the heap that would otherwise stay in the process's memory (glibc's `malloc_trim`)."""
-    if hasattr(_LIBC, "malloc_trim"):   # elsewhere the heap behaves as it does
+    _mmap_threshold(MMAP_THRESHOLD_MAX)
+    if hasattr(_LIBC, "malloc_trim"):
         _LIBC.malloc_trim(0)
 
 
 @dataclass
 class Widened:
-    """What onnxruntime opens: `path` (the pipe, or the graph itself when it stores nothing to widen) and the FP32
-    weights it reads in place, by name (`SessionOptions.add_initializer`: keep them as long as the session)."""
+    """What onnxruntime opens: `path` (the pipe, or the graph itself when it stores nothing to widen), the FP32
+    weights it reads in place, by name (`SessionOptions.add_initializer`: keep them as long as the session), and
+    what to call between its parse and its initialization."""
 
     path: Path
     in_place: dict[str, np.ndarray] = field(default_factory=dict)
+    parsed: Callable[[], None] = lambda: None   # to call once onnxruntime has parsed `path`, before it initializes
 
 
 @contextmanager
@@ -263,9 +277,11 @@ def _streamed(source: _Source, plan: list[Part], in_place: dict[str, np.ndarray]
               folder: Path) -> Iterator[Widened]:
     stream = _Stream(source, plan, folder / "model.onnx")
     stream.start()
+    _mmap_threshold(PARSE_MMAP_THRESHOLD)
     try:
-        yield Widened(folder / "model.onnx", in_place)
+        yield Widened(folder / "model.onnx", in_place, partial(_mmap_threshold, MMAP_THRESHOLD_MAX))
     finally:
+        _mmap_threshold(MMAP_THRESHOLD_MAX)
         stream.cancelled.set()
         stream.join()
     if stream.error is not None:

@@ -112,6 +112,14 @@ def _inference_session(graph_path: Path, options: Any, providers: list[Any],
     return ort.InferenceSession._from_initialized_c_session(parsed)
 
 
+def _then(first: Callable[[], None], second: Callable[[], None] | None) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        if second is not None:
+            second()
+    return both
+
+
 class OnnxDecisionSession:
     """An ONNX Runtime session over an exported decision graph: on the CPU unless `providers` says otherwise
     (`core.providers` chooses them and checks where the session really landed)."""
@@ -147,7 +155,8 @@ class OnnxDecisionSession:
                 for name, array in source.in_place.items():
                     self._in_place.append(ort.OrtValue.ortvalue_from_numpy(array))
                     options.add_initializer(name, self._in_place[-1])
-                self._session = _inference_session(source.path, options, list(providers), after_parse)
+                self._session = _inference_session(source.path, options, list(providers),
+                                                   _then(source.parsed, after_parse) if restore else after_parse)
         except ArtifactError:
             raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types

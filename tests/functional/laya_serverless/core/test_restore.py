@@ -166,3 +166,20 @@ def test_where_splicing_is_refused_the_bytes_are_copied(graph: Path, monkeypatch
     opened = OnnxDecisionSession(memory.path, threads=1, level=LEVEL, after_parse=memory.close, restore=True)
     expected = OnnxDecisionSession(graph, threads=1, level=LEVEL).run(_feeds(1))
     assert [a.tobytes() for a in opened.run(_feeds(1))] == [a.tobytes() for a in expected]
+
+
+def test_large_blocks_are_mapped_on_their_own_only_while_onnxruntime_parses(graph: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    steps: list[str] = []
+    monkeypatch.setattr(restore, "_mmap_threshold", lambda size: steps.append("threshold %d" % size))
+    parse = session._inference_session
+
+    def watched(graph_path: Path, options: Any, providers: Any, after_parse: Any) -> Any:
+        def parsed() -> None:
+            steps.append("parsed")
+            after_parse()
+        return parse(graph_path, options, providers, parsed)
+    monkeypatch.setattr(session, "_inference_session", watched)
+    OnnxDecisionSession(graph, threads=1, level=LEVEL, restore=True)
+    low, high = "threshold %d" % restore.PARSE_MMAP_THRESHOLD, "threshold %d" % restore.MMAP_THRESHOLD_MAX
+    assert steps[:3] == [low, "parsed", high] and steps[-1] == high

@@ -13,14 +13,14 @@ loaded and once the first answer is out (the fair steady: `peak / steady` is the
 the session's creation seconds (wall, and CPU over all threads: steadier on a shared machine), and a digest of the
 graph's raw outputs and the answer (equal digests: bit-identical answers).
 
-Ways: `runtime` (what the runtime does: a compact graph's weights widened as it streams in, `core.restore`),
-`as-stored` (the graph opened as stored, its Casts folded by onnxruntime: the runtime before `core.restore`), and
-either with `+OPTION`: `no-arena`, `initializers-outside-arena`, `no-prepack`, `env-allocators` (onnxruntime session
+Ways: `runtime` (what the runtime does: a compact graph's weights widened as it streams in, `core.restore`);
+`as-stored` (the graph opened as stored, its Casts folded by onnxruntime: the runtime before `core.restore`), alone
+or with `+OPTION`: `no-arena`, `initializers-outside-arena`, `no-prepack`, `env-allocators` (onnxruntime session
 options), `trim` (`malloc_trim(0)` once the session exists) or `mmap-threshold` (glibc's `M_MMAP_THRESHOLD` at 1 MiB
-before it is made: freed blocks go straight back to the system); `runtime-no-trim` (`runtime` without its
-`malloc_trim`), `runtime-no-fold` (`runtime` with every weight widened: `FOLD_SHARE` 0), `runtime-all-inline`
-(`runtime` with no weight read in place); `file` (`runtime` from the graph on disk, not a memory file); `bytes` (as
-stored, from the graph read into Python bytes, dropped once the session exists).
+throughout: freed blocks go straight back to the system); `runtime` without a part of it: `runtime-no-threshold`
+(no 1 MiB threshold while onnxruntime parses), `runtime-no-trim` (no `malloc_trim`), `runtime-no-fold` (every weight
+widened: `FOLD_SHARE` 0), `runtime-all-inline` (no weight read in place); `file` (`runtime` from the graph on disk,
+not a memory file); `bytes` (as stored, from the graph read into Python bytes, dropped once the session exists).
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ from typing import Any
 CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 OPTIONS = {"no-arena": None, "initializers-outside-arena": "session.use_device_allocator_for_initializers",
            "no-prepack": "session.disable_prepacking", "env-allocators": "session.use_env_allocators"}
-WAYS = (*(base + option for base in ("runtime", "as-stored") for option in
-          ("", *("+" + o for o in (*OPTIONS, "trim", "mmap-threshold")))),
-        "runtime-no-trim", "runtime-no-fold", "runtime-all-inline", "file", "bytes")
+WAYS = ("runtime", "as-stored", *("as-stored+" + o for o in (*OPTIONS, "trim", "mmap-threshold")),
+        "runtime-no-threshold", "runtime-no-trim", "runtime-no-fold", "runtime-all-inline", "file", "bytes")
 STATE = {"ticket": "I was charged twice for the same order and the support line keeps hanging up on me",
          "history": ["asked for a refund on Monday", "no answer yet"]}
 QUESTIONS = {"team": {"type": "choice", "instructions": "Which team should take it?",
@@ -102,6 +101,8 @@ def _patch(way: str) -> None:
         setattr(ort, "SessionOptions", Options)   # noqa: B010
     if option == "mmap-threshold":
         ctypes.CDLL(None).mallopt(-3, 1 << 20)   # M_MMAP_THRESHOLD
+    if way == "runtime-no-threshold":
+        setattr(restore, "_mmap_threshold", lambda size: None)   # noqa: B010
     if way == "runtime-no-trim":
         setattr(restore, "_give_back_heap", lambda: None)   # noqa: B010
     if way == "runtime-no-fold":

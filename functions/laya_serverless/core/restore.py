@@ -63,16 +63,13 @@ class _Source:
         freeable = discard and os.fstat(self.fd).st_nlink == 0 and hasattr(_LIBC, "fallocate")
         self._writable = os.open(graph, os.O_RDWR) if freeable else None
         self._half, self._wide = np.empty(CHUNK // 2, "<f2"), np.empty(CHUNK // 2, "<f4")
-        self._ort, self._cast_session = ort, None
-
-    def _cast(self) -> Any:
-        if self._cast_session is None:
-            options = self._ort.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = 1
-            # as the decision session sets it: onnxruntime applies it once per process, at its first session
-            options.add_session_config_entry("session.set_denormal_as_zero", "1")
-            self._cast_session = self._ort.InferenceSession(cast_model(), options, providers=["CPUExecutionProvider"])
-        return self._cast_session
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        # Made here, on the caller's thread, with the decision session's setting: onnxruntime flushes denormals on
+        # the thread that creates the process's first session, once, and the stream's thread must not be that one.
+        options.add_session_config_entry("session.set_denormal_as_zero", "1")
+        self._cast = ort.InferenceSession(cast_model(), options, providers=["CPUExecutionProvider"])
+        self._ort = ort
 
     def close(self) -> None:
         for fd in (self.fd, self._writable):
@@ -95,10 +92,10 @@ class _Source:
                 raise ArtifactError("the model graph ended early")
             count, start = size // 2, start + size
             out = self._wide[:count] if into is None else into[done: done + count]
-            binding = self._cast().io_binding()
+            binding = self._cast.io_binding()
             binding.bind_ortvalue_input("x", self._ort.OrtValue.ortvalue_from_numpy(self._half[:count]))
             binding.bind_ortvalue_output("y", self._ort.OrtValue.ortvalue_from_numpy(out))
-            self._cast().run_with_iobinding(binding)
+            self._cast.run_with_iobinding(binding)
             done += count
             yield start, out
 

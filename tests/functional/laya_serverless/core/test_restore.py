@@ -183,3 +183,28 @@ def test_large_blocks_are_mapped_on_their_own_only_while_onnxruntime_parses(grap
     OnnxDecisionSession(graph, threads=1, level=LEVEL, restore=True)
     low, high = "threshold %d" % restore.PARSE_MMAP_THRESHOLD, "threshold %d" % restore.MMAP_THRESHOLD_MAX
     assert steps[:3] == [low, "parsed", high] and steps[-1] == high
+
+
+def test_every_session_the_restore_makes_is_made_on_the_caller_s_thread(graph: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime flushes denormals on the thread that creates the process's first session, once: were the stream's
+    thread first, the decision session's own thread would compute without it."""
+    import onnxruntime as ort
+
+    threads: list[str] = []
+    made = ort.InferenceSession.__init__
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> None:
+        threads.append(threading.current_thread().name)
+        made(self, *args, **kwargs)
+    monkeypatch.setattr(ort.InferenceSession, "__init__", recorded)
+    scan = compact.scan
+
+    def all_widened(buf: Any) -> Any:   # nothing widened before the stream starts: all of it on its thread
+        found = scan(buf)
+        for weight in found[2]:
+            weight.way = "widen"
+        return found
+    monkeypatch.setattr(restore, "scan", all_widened)
+    OnnxDecisionSession(graph, threads=1, level=LEVEL, restore=True)
+    assert threads and set(threads) == {threading.current_thread().name}

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "jobs": "batch-job throughput and the splitter's token rate (`-c token_rate`)",
     "load-path": "graph load paths: file, memory, ORT format",
     "graph-memory": "a graph's INIT peak and steady memory, way by way, in its own memory cgroup",
+    "init-peak": "an artifact opened the runtime's way: INIT peak over steady, session time, answers, way by way",
     "tokenizer-load": "what loading a tokenizer costs a cold start: from_file, from_str, from_buffer, pickle",
     "int8-classes": "int8 gate verdicts on this CPU and an emulated AVX2 CPU",
     "profile-graph": "per-operator time of one artifact's graph",

@@ -70,7 +70,8 @@ class Decider:
         encoder = TextEncoder.from_artifact(path, file=files.get(TOKENIZER_FILE))
         # read before the session: the graph's bytes may be released while it is made
         config = replace(config, max_positions=graph_positions(graph or path / GRAPH_FILE))
-        loading = Loading(config.session_level, release_graph)
+        # a level recorded by the build means compact storage (`layout.DecodeConfig.load_optimization`): widen it
+        loading = Loading(config.session_level, release_graph, restore=config.load_optimization is not None)
         with observe.span(observe.SESSION):
             session = open_decision_session(graph or path / GRAPH_FILE, device, threads=threads, loading=loading,
                                             cpu_retry=cpu_retry, placement=placement)

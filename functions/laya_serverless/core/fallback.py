@@ -110,8 +110,9 @@ def open_decision_session(graph: Path, device: str, *, threads: Threads = None, 
     `cpu_retry`, which the caller grants only where the artifact's gate proved the graph on the CPU)."""
     if device == CPU:
         return open_session(graph, device, threads=threads, loading=loading, placement=placement)
-    # a GPU session may reopen its graph on the CPU later (the retry): nothing is freed after the first parse
-    loading = replace(loading, after_parse=None)
+    # a GPU session may reopen its graph on the CPU later (the retry): nothing is freed after the first parse, and
+    # the graph goes in as stored (the provider copies the weights to the device anyway)
+    loading = replace(loading, after_parse=None, restore=False)
     primary = open_session(graph, device, threads=threads, loading=loading, placement=placement)
 
     def cpu() -> DecisionSession:

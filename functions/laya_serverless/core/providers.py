@@ -37,7 +37,7 @@ OpenSession = Callable[[Path, Sequence[ProviderSpec], Threads, Loading], Provide
 
 def _open_onnx(graph: Path, providers: Sequence[ProviderSpec], threads: Threads, loading: Loading) -> ProviderSession:
     return OnnxDecisionSession(graph, threads=threads, level=loading.level, providers=providers,
-                               after_parse=loading.after_parse)
+                               after_parse=loading.after_parse, restore=loading.restore)
 
 
 def _offered() -> list[str]:

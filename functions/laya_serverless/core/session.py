@@ -7,6 +7,7 @@ tests can hand it a fake, and a CUDA or other provider is a different session, n
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..artifact.layout import GRAPH_INPUTS, GRAPH_OUTPUTS
 from ..errors import ArtifactError, InferenceError
+from .restore import Widened, widened
 from .sequence import Row
 
 # The exported graph takes top-2 of the option probabilities, so every pass needs at least two
@@ -76,12 +78,14 @@ Threads = int | Threading | None
 @dataclass(frozen=True)
 class Loading:
     """How a session opens its graph: at which graph-optimization level (a `layout.LOAD_LEVELS` name;
-    `DecodeConfig.session_level` says which an artifact needs) and what to call once onnxruntime has parsed the
+    `DecodeConfig.session_level` says which an artifact needs); what to call once onnxruntime has parsed the
     graph, before it initializes the session: freeing an in-memory graph there keeps its bytes from sitting
-    beside the session's own copies at the INIT peak (docs/artifacts.md#loading-a-graph-held-in-memory)."""
+    beside the session's own copies at the INIT peak (docs/artifacts.md#loading-a-graph-held-in-memory); and
+    whether to widen its FP16-stored weights on the way in (`core.restore`; an artifact stored compactly)."""
 
     level: str = "ORT_ENABLE_ALL"
     after_parse: Callable[[], None] | None = None
+    restore: bool = False
 
 
 RAW_EXPORT = Loading()  # a raw export's: ORT's full optimization, nothing to free
@@ -108,13 +112,21 @@ def _inference_session(graph_path: Path, options: Any, providers: list[Any],
     return ort.InferenceSession._from_initialized_c_session(parsed)
 
 
+def _then(first: Callable[[], None], second: Callable[[], None] | None) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        if second is not None:
+            second()
+    return both
+
+
 class OnnxDecisionSession:
     """An ONNX Runtime session over an exported decision graph: on the CPU unless `providers` says otherwise
     (`core.providers` chooses them and checks where the session really landed)."""
 
     def __init__(self, graph_path: Path, threads: Threads = None, optimized_offline: bool = False,
                  providers: Sequence[ProviderSpec] = ("CPUExecutionProvider",), level: str | None = None,
-                 after_parse: Callable[[], None] | None = None) -> None:
+                 after_parse: Callable[[], None] | None = None, restore: bool = False) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -134,8 +146,19 @@ class OnnxDecisionSession:
         options.add_session_config_entry(INTER_OP_SPINNING, spinning)
         if not Path(graph_path).is_file():
             raise ArtifactError("model graph %s is missing" % graph_path)
+        # Weights onnxruntime reads in place (`core.restore`): theirs is the only copy, kept as long as the session.
+        self._in_place: list[Any] = []
         try:
-            self._session = _inference_session(Path(graph_path), options, list(providers), after_parse)
+            # A compact graph's weights widened as it streams in: onnxruntime then never holds FP16 and FP32 at once.
+            with widened(Path(graph_path), discard=after_parse is not None) if restore else \
+                    nullcontext(Widened(Path(graph_path))) as source:
+                for name, array in source.in_place.items():
+                    self._in_place.append(ort.OrtValue.ortvalue_from_numpy(array))
+                    options.add_initializer(name, self._in_place[-1])
+                self._session = _inference_session(source.path, options, list(providers),
+                                                   _then(source.parsed, after_parse) if restore else after_parse)
+        except ArtifactError:
+            raise
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ArtifactError("model graph %s cannot be loaded: %s" % (graph_path, exc)) from exc
         # The CPU arena goes back to its first chunk after every run: it otherwise keeps the largest pass's memory for

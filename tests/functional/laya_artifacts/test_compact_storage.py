@@ -97,16 +97,17 @@ def test_a_tensor_fp16_cannot_hold_stays_fp32(tmp_path: Path) -> None:
     assert stored == {"w_exact" + FP16_SUFFIX: TensorProto.FLOAT16, "w_inexact": TensorProto.FLOAT}
 
 
-def test_the_runtime_opens_the_compact_graph_at_the_recorded_level(artifacts: tuple[Path, Path]) -> None:
+def test_the_runtime_opens_the_compact_graph_at_the_recorded_level_restoring_it(artifacts: tuple[Path, Path]) -> None:
     from laya_serverless.core.providers import Placement
     from laya_serverless.core.session import OnnxDecisionSession
 
-    levels: list[str] = []
+    levels: list[tuple[str, bool]] = []
 
     def spy(graph: Path, providers: Any, threads: Any, loading: Any) -> OnnxDecisionSession:
-        levels.append(loading.level)
+        levels.append((loading.level, loading.restore))
         return OnnxDecisionSession(graph, threads=threads, level=loading.level, providers=providers)
 
     for artifact in artifacts:
         Decider.from_artifact(artifact, verify=False, placement=Placement(open=spy))
-    assert levels == ["ORT_DISABLE_ALL", RESTORE_LEVEL]
+    # the compact graph's FP16-stored weights are widened on the way in (`core.restore`)
+    assert levels == [("ORT_DISABLE_ALL", False), (RESTORE_LEVEL, True)]

@@ -41,7 +41,7 @@ def test_an_in_memory_graph_is_freed_after_parsing_and_the_session_answers_the_s
         assert got.tobytes() == expected.tobytes()
 
 
-def test_a_gpu_session_frees_nothing_after_parsing() -> None:
+def test_a_gpu_session_frees_nothing_after_parsing_and_restores_nothing() -> None:
     from tests.unit.gpu_fakes import GRAPH, FakeSession
 
     seen: list[Loading] = []
@@ -55,9 +55,9 @@ def test_a_gpu_session_frees_nothing_after_parsing() -> None:
 
     from dataclasses import replace
 
-    open_decision_session(GRAPH, "cuda", loading=Loading("ORT_DISABLE_ALL", lambda: None), cpu_retry=True,
+    open_decision_session(GRAPH, "cuda", loading=Loading("ORT_DISABLE_ALL", lambda: None, restore=True), cpu_retry=True,
                           placement=replace(fake, open=spy))   # type: ignore[arg-type]
-    assert [loading.after_parse for loading in seen] == [None]
+    assert [(loading.after_parse, loading.restore) for loading in seen] == [(None, False)]   # as stored, too
 
 
 def test_the_loader_frees_an_in_memory_graph_once_parsed_and_serves_the_same_answers(

@@ -90,8 +90,9 @@ def deploy(template: dict[str, Any], artifact: Path, endpoint: str, work: Path,
     function = function_with_handler(template, API_HANDLER)
     raw = function["Environment"]["Variables"]
     environ = {k: str(resolve(v, bucket_ids(template))) for k, v in raw.items() if k != "LAYA_API_KEY_SECRET_ARN"}
-    if store_dir is not None:
+    if store_dir is not None:   # jobs need the S3 store; they play no part in INIT
         environ["LAYA_STORE"] = str(store_dir)
+        environ.pop("LAYA_JOBS_STATE_MACHINE", None)
     stored = environ["LAYA_DEPLOYED"].split(",")[0].partition("=")[2] or environ["LAYA_DEPLOYED"].split(",")[0]
     publish(relabelled(artifact, stored, work / "published"), open_store(environ["LAYA_STORE"], s3_client=s3))
     fetched = sum(p.stat().st_size for p in artifact.rglob("*") if p.is_file())

@@ -33,9 +33,14 @@ def _candidates(value: str | None) -> list[str] | None:
 def _build(args: argparse.Namespace) -> int:
     from laya_artifacts.checkpoints.sources import resolve_checkpoint
     from laya_artifacts.goldens.corpus import read_gate_cases
+    from laya_artifacts.search.precision import check_candidate_names
 
     for path in args.gate_cases:  # users' rows are refused before anything else happens
         read_gate_cases(path)
+    try:  # as are unknown candidates: without --target the corpus would be recorded first
+        check_candidate_names(_candidates(args.candidates))
+    except ValueError as exc:
+        return _fail(str(exc))
 
     try:
         checkpoint, name, revision = resolve_checkpoint(args.checkpoint, args.revision, _progress)

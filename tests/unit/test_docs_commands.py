@@ -83,7 +83,7 @@ PARSED: dict[str, str] = {
     r"(PYTHONPATH=\S+ )?(python -m )?pytest( .*)?": "a test run: its paths must exist and its markers be declared",
     _LA + r"(build|goldens|import) .*": "records the gate corpus with upstream, builds and gates: minutes to hours",
     _LA + r"bench .*": "a benchmark: minutes, and its figures hold only on the machine a page names",
-    _LA + r"tune \.cache/artifacts/.*": "a benchmark page's tuning run of a built artifact: minutes",
+    _LA + r"tune \.cache/(artifacts|lead)/.*": "a benchmark page's tuning run of a built artifact: minutes",
     _LA + r"make-checkpoint (modernbert-base|modernbert-large|mmbert-base)(\|[\w-]+)?( .*)?": "a published size",
     r"(\w+=\S+ )*python3? (research/)?scripts/(?!module_map\.py).*|scripts/gpu_\w+\.(py|sh) .*": "a maintainer's "
     "or the research wing's tool: real-size models, training, or a GPU machine",

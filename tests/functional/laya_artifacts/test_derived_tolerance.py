@@ -61,6 +61,9 @@ def test_a_miss_on_dp_alone_is_gated_again_at_the_derived_tolerance_and_recorded
     assert derivation_refusal(found, "cpu-fp32", again.as_dict()["tolerance"]) is None
     assert again.as_dict()["tolerance_derivation"] == found and "derived for this checkpoint" in again.table()
     assert any("measuring PyTorch FP32 against float64" in line for line in said)
+    # judged again, not run again: the verdict and figures a second pass at the derived tolerance gives
+    assert any("judged again at it, not run again" in line for line in said)
+    assert again.as_dict() == run_gate(tiny_fp32, goldens, "cpu-fp32", derivation=found).as_dict()
 
 
 def test_a_coarse_reference_past_the_ceiling_still_fails_and_int8_never_derives(

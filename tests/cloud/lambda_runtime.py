@@ -88,7 +88,7 @@ class RuntimeAPI:
 
     def __init__(self, function_arn: str) -> None:
         self.record = RuntimeRecord()
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._events: queue.Queue[tuple[str, Any, float]] = queue.Queue()
         self._done: dict[str, threading.Event] = {}
         self._restore = threading.Event()
         self._arn = function_arn
@@ -124,11 +124,12 @@ class RuntimeAPI:
         """Let a SnapStart function's `restore/next` return: the snapshot was restored."""
         self._restore.set()
 
-    def invoke(self, event: Any, timeout: float = 120.0) -> tuple[str, Any]:
-        """Deliver `event`; return ("response" | "error", payload) as the function reported it."""
+    def invoke(self, event: Any, timeout: float = 120.0, remaining_s: float = 300.0) -> tuple[str, Any]:
+        """Deliver `event` with `remaining_s` of the invocation's time left (its deadline header); return
+        ("response" | "error", payload) as the function reported it."""
         request_id = str(uuid.uuid4())
         self._done[request_id] = threading.Event()
-        self._events.put((request_id, event))
+        self._events.put((request_id, event, remaining_s))
         if not self._done[request_id].wait(timeout):
             raise AssertionError("no answer to invocation %s within %gs" % (request_id, timeout))
         if request_id in self.record.errors:
@@ -162,8 +163,8 @@ class RuntimeAPI:
                 path = self.path[len(_PREFIX):]
                 api.record.calls.append((time.monotonic(), path))
                 if path == "/invocation/next":
-                    request_id, event = api._events.get()
-                    deadline = int((time.time() + 300) * 1000)
+                    request_id, event, remaining_s = api._events.get()
+                    deadline = int((time.time() + remaining_s) * 1000)
                     self._reply(200, json.dumps(event).encode(), {
                         "Lambda-Runtime-Aws-Request-Id": request_id, "Lambda-Runtime-Deadline-Ms": str(deadline),
                         "Lambda-Runtime-Invoked-Function-Arn": api._arn,

@@ -19,7 +19,9 @@ from laya_serverless.artifact.layout import MANIFEST_FILE
 from laya_serverless.artifact.manifest import sha256_bytes
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import open_store
+from laya_serverless.gate import regate
 from laya_serverless.gate.regate import GOLDENS_SUFFIX, canonical_goldens, goldens_sidecar, regate_published
+from laya_serverless.gate.stepwise import progress_key
 
 from .conftest import BUCKET, S3AsDocumented, as_role, function_environment, function_with_handler, role_statements
 from .test_api_permissions import _api, _relabelled
@@ -61,6 +63,7 @@ def _gate_as_its_role(template: dict[str, Any], tmp_path: Path,
 @pytest.mark.parametrize("spoil", [False, True], ids=["pass", "failure"])
 def test_the_deploy_gate_records_a_pass_and_only_a_pass_with_its_role(aws: Any, synth: Any, tiny_fp32: Path,
                                                                        tmp_path: Path, spoil: bool) -> None:
+    regate._opened.clear()
     template = synth()[1]  # the default target, cpu-int8, is what creates the gate
     _, environ = _api(template)
     artifact_id = publish(_int8_elsewhere(tiny_fp32, tmp_path / "int8", spoil),
@@ -68,15 +71,44 @@ def test_the_deploy_gate_records_a_pass_and_only_a_pass_with_its_role(aws: Any, 
     summary, client = _gate_as_its_role(template, tmp_path)
     assert client.denied_absences == []  # "no record yet" read as absent (404), not denied (403)
     key = "laya-artifacts/" + gate_record_key(artifact_id, int8_kernels(cpu_profile()))
-    stored = aws.list_objects_v2(Bucket=BUCKET, Prefix="laya-artifacts/gates/").get("Contents", [])
+    listed = aws.list_objects_v2(Bucket=BUCKET, Prefix="laya-artifacts/gates/").get("Contents", [])
+    stored = [o["Key"] for o in listed if "/gates/progress/" not in o["Key"]]  # the replay's progress aside
     if spoil:
         assert summary["passed"] is False and summary["failures"] and stored == []
     else:
         assert summary["passed"] is True and summary["recorded"] == gate_record_key(artifact_id, int8_kernels(
             cpu_profile()))
-        assert [o["Key"] for o in stored] == [key]
+        assert stored == [key]
         again, _ = _gate_as_its_role(template, tmp_path / "again", "deploy-gate-again")
         assert again["recorded"] == "already"  # the create-only check saw the record through its role
+
+
+def test_a_replay_in_steps_saves_its_progress_with_its_role_and_records_once_whole(aws: Any, synth: Any,
+                                                                                  tiny_fp32: Path,
+                                                                                  tmp_path: Path) -> None:
+    """Each step reads and compare-and-swaps gates/progress/... (If-None-Match, then If-Match) under the role."""
+    regate._opened.clear()
+    template = synth()[1]
+    _, environ = _api(template)
+    artifact_id = publish(_int8_elsewhere(tiny_fp32, tmp_path / "int8", spoil=False),
+                          open_store(environ["LAYA_STORE"], s3_client=aws))
+    statements = _gate_role(template)
+    kernels = int8_kernels(cpu_profile())
+    steps = []
+    with as_role(statements, "deploy-gate-steps") as session:
+        client = S3AsDocumented(session.client("s3"), statements)
+        store = open_store(environ["LAYA_STORE"], s3_client=client)
+        for _ in range(200):
+            summary = regate_published(store, "demo", "cpu-int8", tmp_path / "cache", deadline=-1.0,
+                                       clock=lambda: 0.0)
+            steps.append(summary)
+            if "pending" not in summary:
+                break
+    assert client.denied_absences == [] and len(steps) > 2 and all("replayed" in s["pending"] for s in steps[:-1])
+    assert steps[-1]["passed"] is True and steps[-1]["steps"] == len(steps)
+    stored = [o["Key"] for o in aws.list_objects_v2(Bucket=BUCKET, Prefix="laya-artifacts/gates/")["Contents"]]
+    assert sorted(stored) == sorted(["laya-artifacts/" + gate_record_key(artifact_id, kernels),
+                                     "laya-artifacts/" + progress_key(artifact_id, kernels)])
 
 
 @pytest.mark.parametrize("key", ["laya-artifacts/artifacts/x", "laya-artifacts/pointers/demo/cpu-int8.json",

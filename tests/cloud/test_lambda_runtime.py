@@ -206,3 +206,46 @@ def test_a_checkpoint_sized_artifact_loads_within_the_default_memory_and_a_512_m
         "SnapStart" if snapstart else "on demand", graph_mb, init, peak, deployed.memory_mb,
         "memory cgroup v%d, tmpfs /tmp included" % env.memory.version))
 
+
+
+def test_the_deploy_gate_replays_in_steps_under_the_runtime_interface_client(
+        moto_server: str, synth: Any, tiny_fp32: Path, tmp_path: Path) -> None:
+    """The gate function's package as Lambda runs it, driven as the CDK Provider framework drives it (onEvent, then
+    isComplete until complete), each invocation's deadline leaving no time past the step's margin: one chunk a
+    step, the progress carried in the store from one invocation to the next, and the record written at the end."""
+    from laya_infra.deploy_gate import GATE_HANDLER
+    from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
+    from laya_serverless.gate.regate import STEP_MARGIN_S
+    from tests.provider_framework import run_custom_resource
+
+    from .test_gate_permissions import _int8_elsewhere
+
+    template = synth()[1]  # the default target, cpu-int8, is what creates the gate
+    deployed = _deploy(synth, tiny_fp32, tmp_path, moto_server, target="cpu-fp32")
+    store = open_store(deployed.environ["LAYA_STORE"], s3_client=boto3.client("s3", region_name=REGION))
+    artifact_id = publish(_int8_elsewhere(tiny_fp32, tmp_path / "int8-elsewhere", spoil=False), store)
+    gate = function_with_handler(template, GATE_HANDLER)
+    [resource] = [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudFormation::CustomResource"]
+    properties = resolve(resource["Properties"], bucket_ids(template))
+    properties.pop("ServiceToken")
+    environ = {k: deployed.environ[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL")}
+    memory = lr.MemoryLimit(int(gate["MemorySize"]))
+    env = lr.start(deployed.package, GATE_HANDLER, dict(environ, AWS_LAMBDA_FUNCTION_NAME="LayaServerless-Gate"),
+                   memory, tmp_path / "gate.log")
+    try:
+        def invoke(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            kind, payload = env.api.invoke(event, remaining_s=STEP_MARGIN_S)
+            assert kind == "response", "the gate raised: %s\n%s" % (payload, env.log()[-3000:])
+            return dict(payload)
+
+        request = {"RequestType": "Create", "RequestId": "deploy-1", "ResourceProperties": properties}
+        response, polls = run_custom_resource(invoke, request)
+        peak = memory.peak_mb()
+        assert env.process.poll() is None and not memory.oom_killed(), env.log()[-3000:]
+    finally:
+        env.stop()
+        memory.close()
+    results = {r["checkpoint"]: r for r in json.loads(response["Data"]["Results"])}
+    assert response["Data"]["Passed"] == "true" and polls > 2 and results["demo"]["steps"] == polls, results
+    assert results["demo"]["recorded"] == gate_record_key(artifact_id, int8_kernels(cpu_profile()))
+    assert store.read(results["demo"]["recorded"]) is not None and peak <= int(gate["MemorySize"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from laya_infra.config import DeployConfig
-from laya_infra.deploy_gate import GATE_HANDLER
+from laya_infra.deploy_gate import GATE_HANDLER, STEP_MARKER
+from laya_serverless.gate import regate
 
 from .test_stack import api_function, resources, role_statements
 
@@ -62,3 +63,24 @@ def test_strict_gates_and_fp32_deploys(synth):
         _, raw, _ = synth(**context)
         assert not resources(raw, "AWS::CloudFormation::CustomResource")
         assert all(r["Properties"]["Handler"] != GATE_HANDLER for r in resources(raw, "AWS::Lambda::Function").values())
+
+
+def test_the_gate_runs_in_steps_polled_by_the_providers_waiter_within_cloudformations_hour(synth):
+    """A replay longer than one invocation (the published English shape's) goes on over isComplete polls."""
+    _, raw, _ = synth()
+    assert STEP_MARKER == regate.STEP_MARKER  # what onEvent returns is what the steps look for
+    logical_id, _ = _gate_function(raw)
+    framework = {k: r["Properties"] for k, r in resources(raw, "AWS::Lambda::Function").items()
+                 if "Provider" in k and "framework" in k}
+    [is_complete] = [p for k, p in framework.items() if "isComplete" in k]
+    assert is_complete["Environment"]["Variables"]["USER_IS_COMPLETE_FUNCTION_ARN"] == {
+        "Fn::GetAtt": [logical_id, "Arn"]}  # the same function answers onEvent and every poll
+    [properties] = [r["Properties"] for k, r in resources(raw, "AWS::StepFunctions::StateMachine").items()
+                    if k.startswith("DeployGate")]
+    assert properties["TracingConfiguration"] == {"Enabled": True}
+    assert properties["LoggingConfiguration"]["Level"] == "ALL"
+    assert properties["LoggingConfiguration"]["IncludeExecutionData"] is False
+    definition = json.loads("".join(p if isinstance(p, str) else "ARN" for p in
+                                    properties["DefinitionString"]["Fn::Join"][1]))
+    [retry] = definition["States"]["framework-isComplete-task"]["Retry"]
+    assert retry["IntervalSeconds"] == 30 and retry["IntervalSeconds"] * retry["MaxAttempts"] == 55 * 60

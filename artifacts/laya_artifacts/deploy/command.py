@@ -291,8 +291,9 @@ def gate_step(context: Mapping[str, str], published: Mapping[str, str], store: O
             kernels = [k.rsplit("/", 1)[-1].removesuffix(".json") for k in store.list("gates/%s/" % artifact_id)]
             lines.append("%s: gated on Lambda's CPU (%s)" % (key, ", ".join(kernels)) if kernels else
                          "%s: no gate record, so the API serves its %s artifact (/health says why under "
-                         "target_fallbacks); re-run the gate with `aws lambda invoke --function-name %s` "
-                         "(docs/operations.md), then deploy again" % (key, FALLBACK_TARGET, function))
+                         "target_fallbacks); re-run the gate's steps with `aws lambda invoke --function-name %s` "
+                         "until it answers IsComplete (docs/operations.md, \"By hand\"), then deploy again"
+                         % (key, FALLBACK_TARGET, function))
     return lines
 
 

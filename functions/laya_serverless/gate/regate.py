@@ -1,12 +1,15 @@
 """Re-gate a published artifact where it serves, without torch: the deploy-time gate on Lambda's own CPU.
 
 int8 results depend on the CPU's int8 kernels (`laya_serverless.artifact.platform`), so the stack replays
-the gate corpus on the serving function's CPU before it serves: a CloudFormation custom resource (the CDK's
-Provider framework) invokes `handler` with the deployed (checkpoint, target) pairs; for each, it fetches
-the artifact (verified), reads the goldens it was gated on from `goldens/<sha256>.json` (published beside
-it, pinned by the manifest's `parity.goldens_sha256`), runs the same gate, and writes the create-only
-record `gates/<artifact id>/<int8 kernels>.json` when it passes. The runtime reads that record at load;
-without one it serves the checkpoint's cpu-fp32 artifact and says so in /health.
+the gate corpus on the serving function's CPU before it serves. A CloudFormation custom resource (the CDK's
+Provider framework, asynchronous) invokes `handler`: first with CloudFormation's request (onEvent, which only
+checks it), then, every poll until it says complete, with that request and what onEvent returned (isComplete).
+Each isComplete call is a step (`gate.stepwise`): for each deployed (checkpoint, target) it fetches the artifact
+(verified; the graph kept in memory, never in the 512 MB `/tmp`), reads the goldens it was gated on from
+`goldens/<sha256>.json` (pinned by the manifest's `parity.goldens_sha256`), replays the next cases within the
+step's time, and saves its progress. When a replay is whole and passes, it writes the create-only record
+`gates/<artifact id>/<int8 kernels>.json`. The runtime reads that record at load; without one it serves the
+checkpoint's cpu-fp32 artifact and says so in /health.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..artifact.fetch import fetch_published
+from ..artifact.fetch import fetch_verified, published_id, read_manifest
 from ..artifact.gpu import gpu_key, gpu_profile
 from ..artifact.manifest import Manifest, sha256_bytes
 from ..artifact.platform import (
@@ -30,11 +35,19 @@ from ..artifact.platform import (
 )
 from ..artifact.store import ObjectStore, open_store, pointer_key
 from ..artifact.targets import CPU_INT8, FALLBACK_TARGET, device_of
+from ..core.decider import Decider
+from ..core.providers import CPU, device_of_target
 from ..errors import ArtifactError
-from .replay import GateReport, run_gate
+from .replay import GATE_THREADS, GateReport
+from .stepwise import Progress, final_report, ordered_cases, progress_key, replay_step, runtime_versions
 
 LOG = logging.getLogger(__name__)
 GOLDENS_SUFFIX = ".goldens.json"  # the sidecar a build writes beside (not in) the artifact directory
+# A step's replay time. The Provider framework's isComplete function waits for ours within its own 15 minutes.
+STEP_SECONDS = 600.0
+STEP_MARGIN_S = 120.0  # kept free before the invocation's end: the progress, the record and the answer
+STEP_MARKER = "LayaGateStep"  # what onEvent returns in Data; the Provider passes it on to every isComplete call
+_opened: dict[str, Decider] = {}  # the artifact the last step opened, kept for the next step on a warm instance
 
 
 def canonical_goldens(goldens: dict[str, Any]) -> bytes:
@@ -101,27 +114,78 @@ def record_gate(store: ObjectStore, artifact_id: str, report: GateReport) -> str
     return key
 
 
-def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir: Path) -> dict[str, Any]:
-    """Gate what (checkpoint, target) points at on this machine; record it when it passes. Returns a summary."""
-    artifact_id, artifact_dir, manifest = fetch_published(store, checkpoint, target, cache_dir)
+def open_for_gate(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], cache_dir: Path) -> Decider:
+    """The artifact's decider, fetched verified; a CPU graph is kept in memory (a published English graph is larger
+    than Lambda's `/tmp`). The last one opened is kept for the next step on this instance."""
+    if artifact_id in _opened:
+        return _opened[artifact_id]
+    _opened.clear()
+    device = device_of_target(manifest[1].target)
+    fetched = fetch_verified(store, artifact_id, manifest, cache_dir, graph_in_memory=device == CPU)
+    try:
+        memory = fetched.graph_in_memory
+        decider = Decider.from_artifact(fetched.directory, threads=GATE_THREADS, verify=False, device=device,
+                                        graph=fetched.graph, files=fetched.files,
+                                        release_graph=memory.close if memory else None)
+    finally:
+        fetched.release()
+    _opened[artifact_id] = decider
+    return decider
+
+
+def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir: Path, *,
+                     deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Gate what (checkpoint, target) points at on this machine, one step (`gate.stepwise`) that ends before
+    `deadline` (a `clock` time; None: the whole replay now); record it when it passes. Returns a summary, with
+    `pending` set while the replay is not whole."""
+    artifact_id = published_id(store, checkpoint, target)
+    manifest = read_manifest(store, artifact_id)
     kernels = int8_kernels(cpu_profile())
     summary: dict[str, Any] = {"checkpoint": checkpoint, "target": target, "artifact": artifact_id,
                                "int8_kernels": kernels}
-    existing = proven_by_record(store, artifact_id, kernels, manifest.target)
+    existing = proven_by_record(store, artifact_id, kernels, manifest[1].target)
     if existing is None:
         return dict(summary, passed=True, recorded="already")
     if existing != NO_RECORD:  # records are create-only: a bad one must be removed by hand, never trusted
         return dict(summary, passed=False, failures=["%s under %s; delete it and deploy again"
                                                      % (existing, gate_record_key(artifact_id, kernels))])
-    report = run_gate(artifact_dir, published_goldens(store, manifest), manifest.target,
-                      derivation=manifest.raw["parity"].get("tolerance_derivation"))  # the build's, checked again
-    summary.update(passed=report.passed, rows=report.rows, max_probability_error=report.max_probability_error,
-                   hard_mismatches=sum(len(s.hard_mismatches) for s in report.splits.values()))
+    goldens = published_goldens(store, manifest[1])
+    derivation = manifest[1].raw["parity"].get("tolerance_derivation")  # the build's, checked again
+    fresh = Progress(artifact=artifact_id, kernels=kernels, corpus=manifest[1].raw["parity"]["goldens_sha256"],
+                     runtime=runtime_versions(), cases=len(ordered_cases(goldens)))
+    key = progress_key(artifact_id, kernels)
+    found = store.read(key)
+    progress = Progress.parse(found[0]) if found else None
+    if progress is None or _identity(progress) != _identity(fresh):
+        progress = fresh
+    if progress.verdict is not None:  # a whole replay's verdict on this runtime: answered, not run again
+        return dict(summary, **progress.verdict)
+    decider = open_for_gate(store, artifact_id, manifest, cache_dir)
+    step = replay_step(decider, goldens, manifest[1].target, progress, deadline=deadline, derivation=derivation,
+                       clock=clock)
+    if step.finished:
+        step.verdict = _verdict(store, artifact_id, final_report(step, goldens, manifest[1].target, derivation))
+    said = dict(summary, steps=step.steps, replay_seconds=round(step.replay_seconds, 1))
+    if not store.swap(key, step.to_bytes(), found[1] if found else None):
+        return dict(said, pending="another step saved its progress first; the next step goes on from there")
+    if step.verdict is None:
+        return dict(said, pending="%d of %d cases replayed" % (step.done, step.cases))
+    return dict(said, **step.verdict)
+
+
+def _identity(progress: Progress) -> tuple[Any, ...]:
+    return progress.artifact, progress.kernels, progress.corpus, progress.runtime, progress.cases
+
+
+def _verdict(store: ObjectStore, artifact_id: str, report: GateReport) -> dict[str, Any]:
+    verdict: dict[str, Any] = {"passed": report.passed, "rows": report.rows,
+                               "max_probability_error": report.max_probability_error,
+                               "hard_mismatches": len(report.hard_mismatches)}
     if report.passed:
-        summary["recorded"] = record_gate(store, artifact_id, report)
+        verdict["recorded"] = record_gate(store, artifact_id, report)
     else:
-        summary["failures"] = report.failures[:5]
-    return summary
+        verdict["failures"] = report.failures[:5]
+    return verdict
 
 
 def fp32_serves(store: ObjectStore, checkpoint: str, target: str) -> dict[str, Any] | None:
@@ -158,26 +222,44 @@ def _gate_request(event: Any) -> tuple[str, str, list[tuple[str, str]], str]:
     return event["RequestType"], store, [(p["checkpoint"], p["target"]) for p in pairs or []], physical_id
 
 
+def step_deadline(context: Any, clock: Callable[[], float] = time.monotonic) -> float | None:
+    """When this invocation's step must stop replaying: `STEP_SECONDS` from now, or earlier when the invocation
+    ends sooner (less `STEP_MARGIN_S`); None without a Lambda context (a local run replays all of it)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return float(clock() + max(0.0, min(STEP_SECONDS, remaining() / 1000.0 - STEP_MARGIN_S)))
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The custom resource's onEvent (CDK Provider framework): re-gate every pair on Create and Update."""
+    """The custom resource's onEvent and isComplete (CDK Provider framework): onEvent checks the request and starts
+    nothing; each isComplete call (the request with onEvent's `Data`) is one step over every pair."""
     request_type, store_uri, pairs, physical_id = _gate_request(event)
-    properties = event["ResourceProperties"]
-    if request_type == "Delete":  # records are proofs about immutable artifacts: they stay
-        return {"PhysicalResourceId": str(event.get("PhysicalResourceId") or physical_id)}
+    if STEP_MARKER not in (event.get("Data") or {}):  # onEvent: a Delete keeps its id, records stay (proofs)
+        kept = str(event.get("PhysicalResourceId") or physical_id) if request_type == "Delete" else physical_id
+        return {"PhysicalResourceId": kept, "Data": {STEP_MARKER: request_type}}
+    if request_type == "Delete":
+        return {"IsComplete": True}
+    deadline = step_deadline(context)
     store = open_store(store_uri)
-    results = []
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="laya-gate-") as cache:
         for checkpoint, target in pairs:
+            if deadline is not None and results and time.monotonic() >= deadline:  # the first always moves
+                results.append({"checkpoint": checkpoint, "target": target, "pending": "not started in this step"})
+                continue
             try:
-                result = regate_published(store, checkpoint, target, Path(cache))
+                result = regate_published(store, checkpoint, target, Path(cache), deadline=deadline)
             except ArtifactError as exc:  # nothing published yet, or no goldens: said, never silently passed
                 result = fp32_serves(store, checkpoint, target) or {
                     "checkpoint": checkpoint, "target": target, "passed": False, "error": str(exc)}
             LOG.info("deploy gate %s", json.dumps(result, sort_keys=True))
             results.append(result)
+    if any("pending" in r for r in results):
+        return {"IsComplete": False}  # the Provider refuses Data here; it polls again
     failed = [r for r in results if not r.get("passed")]
-    if failed and str(properties.get("Strict", "false")).lower() == "true":
+    if failed and str(event["ResourceProperties"].get("Strict", "false")).lower() == "true":
         raise ArtifactError("the deploy gate failed on this CPU for %s; the deployment is rolled back (strict)"
                             % ", ".join("%s/%s" % (r["checkpoint"], r["target"]) for r in failed))
     data = {"Passed": str(not failed).lower(), "Results": json.dumps(results, sort_keys=True)[:3500]}
-    return {"PhysicalResourceId": physical_id, "Data": data}
+    return {"IsComplete": True, "Data": data}

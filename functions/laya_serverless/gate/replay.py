@@ -253,11 +253,15 @@ def ticker(progress: Callable[[str], None] | None, split: str,
 
 def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: str, *,
               repeat: bool = True, tick: Callable[[int, int], None] | None = None,
-              stop_above: float | None = None, tolerance: float | None = None) -> SplitReport:
+              stop_above: float | None = None, tolerance: float | None = None,
+              first_index: int = 0, partial: bool = False) -> SplitReport:
     """Measure `decider` on golden `rows` (all of one split); `repeat` also checks that two runs of every
-    `REPEAT_EVERY`-th case are bit-identical; `tick(done, total)` follows the cases. With `stop_above` (above
-    the tolerance) gating stops after the first case in which some |dp| or |d act| exceeds it: the split has
-    failed, and its max figures (lower bounds then) already exceed `stop_above` (a search needs nothing more)."""
+    `REPEAT_EVERY`-th case are bit-identical; `tick(done, total)` follows the cases. `rows` may be a part of the
+    split (the deploy gate's steps, `gate.stepwise`): `first_index` is the first one's index in the split, so that
+    the same cases run twice as in one pass, and `partial` leaves the whole-split checks to whoever merges the
+    parts. With `stop_above` (above the tolerance) gating stops after the first case in which some |dp| or |d act|
+    exceeds it: the split has failed, and its max figures (lower bounds then) already exceed `stop_above` (a
+    search needs nothing more)."""
     report = SplitReport(split=split, tolerance=TOLERANCES[target] if tolerance is None else tolerance)
     if stop_above is not None and stop_above < report.tolerance:
         raise ValueError("stop_above %g is below the tolerance %g: a stopped split could still pass"
@@ -273,7 +277,7 @@ def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: 
             break
         case = row["id"]
         report.cases += 1
-        twice = repeat and index % REPEAT_EVERY == 0
+        twice = repeat and (first_index + index) % REPEAT_EVERY == 0
         max_len = row["controls"].get("max_len", config.max_len)
         head_max_len = row["controls"].get("head_max_len", config.head_max_len)
         _check_refusals(decider, row, report, max_len, head_max_len)
@@ -320,9 +324,17 @@ def gate_rows(decider: Decider, rows: list[dict[str, Any]], target: str, split: 
                 (report.near_tie_flips if margin < 2 * report.tolerance else report.hard_mismatches).append(flip)
     if tick is not None and not report.stopped_early:
         tick(len(rows), len(rows))
-    if report.cases and not report.rows:
-        report.failures.append("no %s row could be compared" % split)
+    if not partial:
+        close_split(report, bool(rows))
     return report
+
+
+def close_split(report: SplitReport, had_rows: bool) -> None:
+    """The checks that need the whole split: it had rows, and some row could be compared."""
+    if report.cases and not report.rows:
+        report.failures.append("no %s row could be compared" % report.split)
+    if not had_rows:
+        report.failures.append("the goldens hold no %s rows" % report.split)
 
 
 def corpus_info(goldens: dict[str, Any]) -> dict[str, Any]:
@@ -340,18 +352,21 @@ def gate_decider(decider: Decider, goldens: dict[str, Any], target: str, *, spli
     each split is (a line every `PROGRESS_EVERY` seconds: a 600-case gate takes minutes on a busy CPU). With
     `derivation` (`artifact.tolerance.derivation`) the rows are judged at its derived tolerance, and the report
     records it."""
-    if derivation is not None and derivation_refusal(derivation, target, derivation.get("tolerance")):
-        raise ValueError(derivation_refusal(derivation, target, derivation.get("tolerance")))
-    tolerance = TOLERANCES[target] if derivation is None else float(derivation["tolerance"])
+    tolerance = gate_tolerance(target, derivation)
     report = GateReport(target=target, tolerance=tolerance, corpus=corpus_info(goldens),
                         tolerance_derivation=derivation)
     for split in splits:
         rows = [row for row in goldens["rows"] if row_split(row) == split]
         report.splits[split] = gate_rows(decider, rows, target, split, repeat=repeat, tolerance=tolerance,
                                          tick=ticker(progress, split))
-        if not rows:
-            report.splits[split].failures.append("the goldens hold no %s rows" % split)
     return report
+
+
+def gate_tolerance(target: str, derivation: dict[str, Any] | None) -> float:
+    """The tolerance rows are judged at: the target's, or a derived one whose derivation holds (else ValueError)."""
+    if derivation is not None and derivation_refusal(derivation, target, derivation.get("tolerance")):
+        raise ValueError(derivation_refusal(derivation, target, derivation.get("tolerance")))
+    return TOLERANCES[target] if derivation is None else float(derivation["tolerance"])
 
 
 def run_gate(artifact_dir: Path, goldens: dict[str, Any], target: str, *, splits: tuple[str, ...] = SPLITS,

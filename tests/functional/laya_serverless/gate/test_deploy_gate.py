@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,10 @@ from laya_serverless import ArtifactError
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
 from laya_serverless.artifact.store import LocalStore
+from laya_serverless.gate import regate
 from laya_serverless.gate.regate import goldens_key, goldens_sidecar, handler, regate_published
+from laya_serverless.gate.stepwise import CHUNK_CASES, ordered_cases
+from tests.provider_framework import run_custom_resource
 
 
 def _event(store: Path, request: str = "Create", strict: bool = False, **pair: str) -> dict[str, Any]:
@@ -62,15 +67,37 @@ def test_the_custom_resource_reports_each_pair_and_fails_the_deploy_only_when_st
                                                                                      tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     publish(tiny_int8, LocalStore(store_dir))
-    response = handler(_event(store_dir), None)
-    assert response["Data"]["Passed"] == "true"
+    started = handler(_event(store_dir), None)  # onEvent only names the resource: the replay is isComplete's
+    assert started == {"PhysicalResourceId": started["PhysicalResourceId"], "Data": {"LayaGateStep": "Create"}}
+    response, polls = run_custom_resource(handler, _event(store_dir))
+    assert response["Data"]["Passed"] == "true" and polls == 1  # no Lambda context: one call replays it all
     assert json.loads(response["Data"]["Results"])[0]["passed"] is True
-    missing = handler(_event(store_dir, checkpoint="never-published", target="cpu-int8"), None)
+    missing, _ = run_custom_resource(handler, _event(store_dir, checkpoint="never-published", target="cpu-int8"))
     assert missing["Data"]["Passed"] == "false" and "never-published" in missing["Data"]["Results"]
     with pytest.raises(ArtifactError, match="rolled back"):
-        handler(_event(store_dir, strict=True, checkpoint="never-published", target="cpu-int8"), None)
-    deleted = handler(dict(_event(store_dir, "Delete"), PhysicalResourceId="gate-1"), None)
-    assert deleted == {"PhysicalResourceId": "gate-1"}
+        run_custom_resource(handler, _event(store_dir, strict=True, checkpoint="never-published", target="cpu-int8"))
+    deleted, polls = run_custom_resource(handler, dict(_event(store_dir, "Delete"), PhysicalResourceId="gate-1"))
+    assert deleted["PhysicalResourceId"] == "gate-1" and polls == 1  # the waiter runs on Delete too: it must end
+
+
+class _Invocation:
+    """A Lambda context whose invocation always has 2 minutes left: all of it margin, so one chunk a step."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
+
+def test_a_replay_longer_than_a_step_goes_on_over_the_provider_s_polls(tiny_fp32: Path, tmp_path: Path) -> None:
+    regate._opened.clear()
+    store_dir = tmp_path / "store"
+    artifact_id = publish(tiny_fp32, LocalStore(store_dir))
+    request = _event(store_dir, checkpoint="tiny-modernbert", target="cpu-fp32")
+    response, polls = run_custom_resource(handler, request, _Invocation())
+    [result] = json.loads(response["Data"]["Results"])
+    splits = Counter(split for split, _, _ in ordered_cases(json.loads(goldens_sidecar(tiny_fp32).read_bytes())))
+    chunks = sum(math.ceil(n / CHUNK_CASES) for n in splits.values())  # a chunk never spans two splits
+    assert response["Data"]["Passed"] == "true" and polls == result["steps"] == chunks > 1
+    assert result["recorded"] == gate_record_key(artifact_id, int8_kernels(cpu_profile()))
 
 
 @pytest.mark.parametrize("garbage", [b"", b"not json", b'{"passed": false}'])
@@ -132,7 +159,7 @@ def test_the_default_int8_target_over_a_checkpoint_with_only_fp32_published_pass
         tiny_fp32: Path, tmp_path: Path) -> None:
     """The stack's default target follows the runtime's rule: no int8 published, its cpu-fp32 serves, no re-gate."""
     publish(tiny_fp32, LocalStore(tmp_path / "store"))
-    response = handler(_event(tmp_path / "store", strict=True), None)
+    response, _ = run_custom_resource(handler, _event(tmp_path / "store", strict=True))
     result = json.loads(response["Data"]["Results"])[0]
     assert response["Data"]["Passed"] == "true"
     assert result["skipped"] == "no cpu-int8 artifact is published; its cpu-fp32 serves"

@@ -26,6 +26,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from laya_serverless import settings as runtime
+
 from .config import DeployConfig
 from .functions import _ARCH, _log_group, _role, package_runtime
 from .operations import DeadLetters
@@ -107,9 +109,13 @@ class DeployGate(Construct):
             "The CDK Provider framework's own function writes its logs with the basic execution role"), (
             "AwsSolutions-IAM5[Resource::<%s.Arn>:*]" % gate_id,
             "The Provider framework invokes the gate function; the :* covers that function's versions only"), XRAY)
-        pairs = [{"checkpoint": name, "target": config.target} for name in config.checkpoints]
-        # CloudFormation runs it on create and whenever these change (a new function asset included); after
-        # publishing between deploys, invoke the function with the same properties (docs/operations.md).
+        pins: dict[str, str] = runtime.fields()["artifact_pins"].parse(config.artifact_pins) \
+            if config.artifact_pins else {}  # type: ignore[assignment]
+        pairs = [{"checkpoint": name, "target": config.target,
+                  **({"artifact": pins[pin]} if (pin := "%s/%s" % (name, config.target)) in pins else {})}
+                 for name in config.checkpoints]
+        # CloudFormation runs it on create and whenever these change: a new function asset, or a new pinned artifact
+        # (`laya-artifacts deploy` pins what it published); otherwise run its steps by hand (docs/operations.md).
         self.properties = {"Store": artifacts.store_uri, "Artifacts": pairs,
                            "Strict": str(config.deploy_gate_strict).lower()}
         self.resource = CustomResource(self, "Gate", service_token=provider.service_token, properties=self.properties)

@@ -84,3 +84,15 @@ def test_the_gate_runs_in_steps_polled_by_the_providers_waiter_within_cloudforma
                                     properties["DefinitionString"]["Fn::Join"][1]))
     [retry] = definition["States"]["framework-isComplete-task"]["Retry"]
     assert retry["IntervalSeconds"] == 30 and retry["IntervalSeconds"] * retry["MaxAttempts"] == 55 * 60
+
+
+def test_a_pinned_artifact_is_named_to_the_gate_so_a_new_one_re_runs_it(synth):
+    """`laya-artifacts deploy` pins what it published: a new artifact changes the resource, and CloudFormation
+    runs the gate again."""
+    name = DeployConfig().checkpoints[0]
+    runs = []
+    for artifact_id in ("a" * 64, "b" * 64):
+        _, raw, _ = synth(artifact_pins="%s/cpu-int8=%s" % (name, artifact_id))
+        [resource] = resources(raw, "AWS::CloudFormation::CustomResource").values()
+        runs.append(resource["Properties"]["Artifacts"])
+    assert runs[0] != runs[1] and {"checkpoint": name, "target": "cpu-int8", "artifact": "b" * 64} in runs[1]

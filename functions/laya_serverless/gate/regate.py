@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from .replay import GATE_THREADS, GateReport
 from .stepwise import Progress, final_report, ordered_cases, progress_key, replay_step, runtime_versions
 
 LOG = logging.getLogger(__name__)
+_ARTIFACT_ID = re.compile(r"^[0-9a-f]{64}$")
 GOLDENS_SUFFIX = ".goldens.json"  # the sidecar a build writes beside (not in) the artifact directory
 # A step's replay time. The Provider framework's isComplete function waits for ours within its own 15 minutes.
 STEP_SECONDS = 600.0
@@ -134,11 +136,12 @@ def open_for_gate(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
 
 
 def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir: Path, *,
-                     deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Gate what (checkpoint, target) points at on this machine, one step (`gate.stepwise`) that ends before
-    `deadline` (a `clock` time; None: the whole replay now); record it when it passes. Returns a summary, with
-    `pending` set while the replay is not whole."""
-    artifact_id = published_id(store, checkpoint, target)
+                     deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
+                     pinned: str | None = None) -> dict[str, Any]:
+    """Gate what (checkpoint, target) points at (or `pinned`, the artifact id the deployment pins) on this machine,
+    one step (`gate.stepwise`) that ends before `deadline` (a `clock` time; None: the whole replay now); record it
+    when it passes. Returns a summary, with `pending` set while the replay is not whole."""
+    artifact_id = pinned or published_id(store, checkpoint, target)
     manifest = read_manifest(store, artifact_id)
     kernels = int8_kernels(cpu_profile())
     summary: dict[str, Any] = {"checkpoint": checkpoint, "target": target, "artifact": artifact_id,
@@ -201,9 +204,10 @@ def fp32_serves(store: ObjectStore, checkpoint: str, target: str) -> dict[str, A
 REQUEST_TYPES = ("Create", "Update", "Delete")
 
 
-def _gate_request(event: Any) -> tuple[str, str, list[tuple[str, str]], str]:
-    """(request type, store URI, (checkpoint, target) pairs, physical id) of a custom resource event; a malformed
-    one raises `ArtifactError` naming what is wrong (CloudFormation then reports the resource FAILED)."""
+def _gate_request(event: Any) -> tuple[str, str, list[tuple[str, str, str | None]], str]:
+    """(request type, store URI, (checkpoint, target, pinned artifact id or None) pairs, physical id) of a custom
+    resource event; a malformed one raises `ArtifactError` naming what is wrong (CloudFormation then reports the
+    resource FAILED)."""
     if not isinstance(event, dict) or event.get("RequestType") not in REQUEST_TYPES:
         raise ArtifactError("the deploy gate takes a CloudFormation custom resource event (RequestType one of %s)"
                             % ", ".join(REQUEST_TYPES))
@@ -216,10 +220,11 @@ def _gate_request(event: Any) -> tuple[str, str, list[tuple[str, str]], str]:
     if event["RequestType"] != "Delete" and (
             not isinstance(pairs, list) or not pairs or not all(
                 isinstance(p, dict) and isinstance(p.get("checkpoint"), str) and isinstance(p.get("target"), str)
-                for p in pairs)):
+                and (p.get("artifact") is None or bool(_ARTIFACT_ID.match(str(p["artifact"])))) for p in pairs)):
         raise ArtifactError("the deploy gate's ResourceProperties.Artifacts must be a non-empty list of "
-                            "{\"checkpoint\", \"target\"}: nothing to gate is not a pass")
-    return event["RequestType"], store, [(p["checkpoint"], p["target"]) for p in pairs or []], physical_id
+                            "{\"checkpoint\", \"target\"[, \"artifact\": a pinned id]}: nothing to gate is not a pass")
+    return (event["RequestType"], store, [(p["checkpoint"], p["target"], p.get("artifact")) for p in pairs or []],
+            physical_id)
 
 
 def step_deadline(context: Any, clock: Callable[[], float] = time.monotonic) -> float | None:
@@ -244,12 +249,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     store = open_store(store_uri)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="laya-gate-") as cache:
-        for checkpoint, target in pairs:
+        for checkpoint, target, pinned in pairs:
             if deadline is not None and results and time.monotonic() >= deadline:  # the first always moves
                 results.append({"checkpoint": checkpoint, "target": target, "pending": "not started in this step"})
                 continue
             try:
-                result = regate_published(store, checkpoint, target, Path(cache), deadline=deadline)
+                result = regate_published(store, checkpoint, target, Path(cache), deadline=deadline, pinned=pinned)
             except ArtifactError as exc:  # nothing published yet, or no goldens: said, never silently passed
                 result = fp32_serves(store, checkpoint, target) or {
                     "checkpoint": checkpoint, "target": target, "passed": False, "error": str(exc)}

@@ -14,7 +14,7 @@ from laya_artifacts.deploy.publish import publish
 from laya_serverless import ArtifactError
 from laya_serverless.artifact.manifest import Manifest
 from laya_serverless.artifact.platform import cpu_profile, gate_record_key, int8_kernels
-from laya_serverless.artifact.store import LocalStore
+from laya_serverless.artifact.store import LocalStore, pointer_key
 from laya_serverless.gate import regate
 from laya_serverless.gate.regate import goldens_key, goldens_sidecar, handler, regate_published
 from laya_serverless.gate.stepwise import CHUNK_CASES, ordered_cases
@@ -100,6 +100,18 @@ def test_a_replay_longer_than_a_step_goes_on_over_the_provider_s_polls(tiny_fp32
     assert result["recorded"] == gate_record_key(artifact_id, int8_kernels(cpu_profile()))
 
 
+def test_a_pinned_artifact_is_the_one_gated_whatever_the_pointer_says(tiny_fp32: Path, tmp_path: Path) -> None:
+    store_dir, key = tmp_path / "store", pointer_key("tiny-modernbert", "cpu-fp32")
+    store = LocalStore(store_dir)
+    pinned = publish(tiny_fp32, store)
+    assert store.swap(key, json.dumps({"artifact": "c" * 64}).encode(), store.read(key)[1])  # type: ignore[index]
+    request = _event(store_dir, checkpoint="tiny-modernbert", target="cpu-fp32")
+    request["ResourceProperties"]["Artifacts"][0]["artifact"] = pinned
+    response, _ = run_custom_resource(handler, request)
+    [result] = json.loads(response["Data"]["Results"])
+    assert result["artifact"] == pinned and result["passed"] is True
+
+
 @pytest.mark.parametrize("garbage", [b"", b"not json", b'{"passed": false}'])
 def test_a_gate_record_that_proves_nothing_is_never_answered_already(tiny_int8: Path, tmp_path: Path,
                                                                      garbage: bytes) -> None:
@@ -124,6 +136,8 @@ def test_a_gate_record_that_proves_nothing_is_never_answered_already(tiny_int8: 
     ({"RequestType": "Create", "ResourceProperties": {"Store": "s", "Artifacts": ["demo"]}}, "non-empty list"),
     ({"RequestType": "Create", "ResourceProperties": {"Store": "s", "Artifacts": [{"checkpoint": 1}]}},
      "non-empty list"),
+    ({"RequestType": "Create", "ResourceProperties": {"Store": "s", "Artifacts": [
+        {"checkpoint": "demo", "target": "cpu-int8", "artifact": "../../pointers"}]}}, "a pinned id"),
 ])
 def test_a_malformed_custom_resource_event_fails_naming_what_is_wrong(event: Any, message: str) -> None:
     """Never a KeyError or TypeError, and never `Passed: "true"` for a request that gates nothing."""

@@ -36,6 +36,7 @@ from ..artifact.platform import (
 )
 from ..artifact.store import ObjectStore, open_store, pointer_key
 from ..artifact.targets import CPU_INT8, FALLBACK_TARGET, device_of
+from ..artifact.trust import check_binding
 from ..core.decider import Decider
 from ..core.providers import CPU, device_of_target
 from ..errors import ArtifactError
@@ -143,6 +144,7 @@ def regate_published(store: ObjectStore, checkpoint: str, target: str, cache_dir
     when it passes. Returns a summary, with `pending` set while the replay is not whole."""
     artifact_id = pinned or published_id(store, checkpoint, target)
     manifest = read_manifest(store, artifact_id)
+    check_binding(manifest[1], artifact_id, checkpoint, target)  # a pin names what the runtime would accept
     kernels = int8_kernels(cpu_profile())
     summary: dict[str, Any] = {"checkpoint": checkpoint, "target": target, "artifact": artifact_id,
                                "int8_kernels": kernels}

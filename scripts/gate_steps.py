@@ -25,7 +25,7 @@ from laya_artifacts.deploy.publish import publish  # noqa: E402
 from laya_artifacts.tune.quota import close_quota, open_quota  # noqa: E402
 from laya_serverless.artifact.manifest import Manifest  # noqa: E402
 from laya_serverless.artifact.store import LocalStore  # noqa: E402
-from laya_serverless.gate.regate import STEP_SECONDS, regate_published  # noqa: E402
+from laya_serverless.gate.regate import STEP_SECONDS, gate_threads, regate_published  # noqa: E402
 
 
 def parser() -> argparse.ArgumentParser:
@@ -60,7 +60,8 @@ def main() -> int:
             if "pending" not in summary or (args.max_steps and step >= args.max_steps):
                 break
     print(json.dumps({"steps": step, "total_wall_s": round(time.monotonic() - started, 1),
-                      "memory_mb": args.memory, "quota": quota.mode, "quota_note": quota.reason,
+                      "memory_mb": args.memory, "threads": gate_threads().intra_op, "quota": quota.mode,
+                      "quota_note": quota.reason,
                       "step_seconds": args.step_seconds, "checkpoint": checkpoint, "target": target,
                       "summary": summary}), flush=True)
     close_quota(quota)

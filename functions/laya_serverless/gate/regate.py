@@ -37,10 +37,12 @@ from ..artifact.platform import (
 from ..artifact.store import ObjectStore, open_store, pointer_key
 from ..artifact.targets import CPU_INT8, FALLBACK_TARGET, device_of
 from ..artifact.trust import check_binding
+from ..core.cpu_share import size_threads
 from ..core.decider import Decider
 from ..core.providers import CPU, device_of_target
+from ..core.session import Threading
 from ..errors import ArtifactError
-from .replay import GATE_THREADS, GateReport
+from .replay import GateReport
 from .stepwise import Progress, final_report, ordered_cases, progress_key, replay_step, runtime_versions
 
 LOG = logging.getLogger(__name__)
@@ -117,6 +119,12 @@ def record_gate(store: ObjectStore, artifact_id: str, report: GateReport) -> str
     return key
 
 
+def gate_threads() -> Threading:
+    """The threads the API function's own share gives it (`core.cpu_share`), without spinning: on Lambda the gate has
+    the function's CPU to itself, and one thread made an English-shape replay 40 minutes long (docs/operations.md)."""
+    return size_threads(None, spinning=False).threading()
+
+
 def open_for_gate(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, Manifest], cache_dir: Path) -> Decider:
     """The artifact's decider, fetched verified; a CPU graph is kept in memory (a published English graph is larger
     than Lambda's `/tmp`). The last one opened is kept for the next step on this instance."""
@@ -127,7 +135,7 @@ def open_for_gate(store: ObjectStore, artifact_id: str, manifest: tuple[bytes, M
     fetched = fetch_verified(store, artifact_id, manifest, cache_dir, graph_in_memory=device == CPU)
     try:
         memory = fetched.graph_in_memory
-        decider = Decider.from_artifact(fetched.directory, threads=GATE_THREADS, verify=False, device=device,
+        decider = Decider.from_artifact(fetched.directory, threads=gate_threads(), verify=False, device=device,
                                         graph=fetched.graph, files=fetched.files,
                                         release_graph=memory.close if memory else None)
     finally:

@@ -59,7 +59,7 @@ def test_a_replay_in_one_chunk_steps_reports_exactly_what_one_pass_reports(
     # one chunk a step, a chunk never crossing from one split into the other
     assert len(pending) + 1 >= math.ceil(cases / CHUNK_CASES) and final["steps"] == len(pending) + 1 > 1
     assert [int(p["pending"].split()[0]) for p in pending] == sorted({int(p["pending"].split()[0]) for p in pending})
-    one_pass = run_gate(tiny_fp32, goldens, TARGET)
+    one_pass = run_gate(tiny_fp32, goldens, TARGET, threads=regate.gate_threads().intra_op)  # the gate's threads
     progress = _progress(store, artifact_id)
     stepped = stepwise.final_report(progress, goldens, TARGET)
     assert stepped.as_dict() == one_pass.as_dict()  # every figure, every row's error, the same cases run twice
